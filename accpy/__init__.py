@@ -1,0 +1,7 @@
+"""accpy: fast, verified loop-nest kernels from Python (Accera-compatible API)."""
+from .errors import CompileError, KernelError, LogicError, ScheduleError
+from .ir.types import ScalarType
+from .nest.array import Array, Dimension, Role, Scalar, create_dimensions
+from .nest.nest import Nest
+from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, floor, log, log2, log10, logical_and,
+                       logical_not, logical_or, max, min, round, select, sin, sinh, sqrt, tan, tanh)

@@ -1,0 +1,146 @@
+"""Checks of captured iteration logic: roles, affine indices, and in-bounds accesses.
+
+Bounds are *proved* with z3 over the whole iteration domain (runtime dimensions
+included, as unknowns >= 1); a failure names the statement and a concrete iteration.
+"""
+from __future__ import annotations
+
+from ..errors import LogicError
+from ..ir.affine import Affine, to_affine
+from ..ir.expr import Load
+from ..ir.visitor import Visitor
+
+
+def accesses_of(store) -> list:
+    """(buffer, indices, is_write) for the store target and every load in it."""
+    out = [(store.buffer, store.indices, True)]
+    if store.reduce is not None:
+        out.append((store.buffer, store.indices, False))
+
+    class V(Visitor):
+        def visit_Load(self, n: Load):
+            out.append((n.buffer, n.indices, False))
+            self.generic_visit(n)
+
+    V().visit(store.value)
+    for ix in store.indices:
+        V().visit(ix)
+    return out
+
+
+def _fmt_affine(a: Affine) -> str:
+    return str(a)
+
+
+def _runtime_sizes(nest, statements) -> set:
+    """Variables that stand for runtime dimensions: those in the nest's or the arrays' shapes."""
+    out: set = set()
+    for e in nest.extents:
+        out.update(to_affine(e).vars)
+    for st in statements:
+        for buf, _, _ in accesses_of(st.store):
+            for sh in buf.shape:
+                a = to_affine(sh)
+                if a is not None:
+                    out.update(a.vars)
+    return out
+
+
+def check_statements(nest, statements) -> None:
+    nest_vars = set(nest.index_vars)
+    symbols = _runtime_sizes(nest, statements)
+    pending_bounds = []
+    for st in statements:
+        store = st.store
+        role = store.buffer.role
+        if role in ("input", "const"):
+            raise LogicError(f"{st.describe()}: writes to {store.buffer.name}, which is an "
+                             f"{role.upper()} array (read-only); use Role.INPUT_OUTPUT or OUTPUT")
+        for buf, indices, is_write in accesses_of(store):
+            if not is_write and buf.role == "output":
+                raise LogicError(f"{st.describe()}: reads {buf.name}, an OUTPUT array (write-only: its "
+                                 f"initial contents are undefined); use Role.INPUT_OUTPUT to accumulate into it")
+            affs = []
+            for k, ix in enumerate(indices):
+                a = to_affine(ix)
+                if a is None:
+                    from ..ir.printer import expr_str
+
+                    raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is not "
+                                     f"an affine function of the loop indices")
+                for v in a.vars:
+                    if v not in nest_vars and v not in symbols:
+                        raise LogicError(f"{st.describe()}: index {k} of {buf.name} uses `{v.name}`, which "
+                                         f"is not an index of this nest (or a runtime dimension)")
+                affs.append(a)
+            pending_bounds.append((st, buf, affs))
+    problems = prove_in_bounds(nest, pending_bounds)
+    if problems:
+        raise LogicError(problems[0])
+
+
+def prove_in_bounds(nest, pending) -> list:
+    """For each (statement, buffer, affine indices): prove 0 <= index < size for every iteration."""
+    if not pending:
+        return []
+    return _z3_check(nest, pending)
+
+
+def _oob_message(st, buf, k, a, point, value, size) -> str:
+    at = ", ".join(f"{v.name}={point.get(v, 0)}" for v in point)
+    shape = ", ".join(str(to_affine(s)) for s in buf.shape)
+    return (f"{st.describe()}: index {k} of {buf.name} (`{_fmt_affine(a)}`) goes out of bounds: at "
+            f"iteration ({at}) it is {value}, but {buf.name} has shape ({shape}{',' if len(buf.shape) == 1 else ''})")
+
+
+def _z3_check(nest, pending) -> list:
+    import z3
+
+    zv: dict = {}
+
+    def z(v):
+        if v not in zv:
+            zv[v] = z3.Int(f"{v.name}_{v.uid}")
+        return zv[v]
+
+    def zaff(a: Affine):
+        e = z3.IntVal(a.const)
+        for v, c in a.terms:
+            e = e + c * z(v)
+        return e
+
+    s = z3.Solver()
+    s.set("timeout", 5000)
+    symbols = set()
+    for v, ext in zip(nest.index_vars, nest.extents):
+        ea = to_affine(ext)
+        s.add(z(v) >= 0, z(v) < zaff(ea))
+        symbols.update(ea.vars)
+    for _, buf, affs in pending:
+        for a in affs:
+            symbols.update(x for x in a.vars if x not in set(nest.index_vars))
+        for sh in buf.shape:
+            symbols.update(to_affine(sh).vars)
+    for sym in symbols:
+        s.add(z(sym) >= 1)
+    out = []
+    for st, buf, affs in pending:
+        for k, a in enumerate(affs):
+            size = to_affine(buf.shape[k])
+            s.push()
+            s.add(z3.Or(zaff(a) < 0, zaff(a) >= zaff(size)))
+            r = s.check()
+            if r == z3.sat:
+                m = s.model()
+                point = {v: m.eval(z(v), model_completion=True).as_long() for v in nest.index_vars}
+                syms = {v: m.eval(z(v), model_completion=True).as_long() for v in symbols}
+                value = m.eval(zaff(a), model_completion=True).as_long()
+                sizev = m.eval(zaff(size), model_completion=True).as_long()
+                msg = _oob_message(st, buf, k, a, point, value, sizev)
+                if syms:
+                    msg += " when " + ", ".join(f"{v.name}={x}" for v, x in syms.items())
+                out.append(msg)
+            elif r == z3.unknown:
+                out.append(f"{st.describe()}: could not prove that index {k} of {buf.name} stays in bounds")
+            s.pop()
+    return out

@@ -1,0 +1,179 @@
+"""Conjunctions of affine constraints over integers: projection, emptiness, implication.
+
+Projection is Fourier–Motzkin elimination with integer tightening (divide by the gcd,
+floor the constant). That is a relaxation of the integer projection, so every answer
+here is *sound*: `is_empty()` is True only for sets proven empty, `implies()` only for
+implications proven to hold. An inexact "don't know" just leaves an extra loop bound.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from ..ir.affine import Affine, normalize
+from ..ir.expr import Var
+
+# A guard against the (rare) doubly-exponential growth of Fourier–Motzkin.
+_MAX_CONSTRAINTS = 400
+
+
+class Bound:
+    """`var >= ceil(num / den)` (lower) or `var <= floor(num / den)` (upper), den > 0."""
+
+    __slots__ = ("num", "den")
+
+    def __init__(self, num: Affine, den: int):
+        self.num, self.den = num, den
+
+    def __eq__(self, o):
+        return isinstance(o, Bound) and self.num == o.num and self.den == o.den
+
+    def __hash__(self):
+        return hash((self.num, self.den))
+
+    def __repr__(self):
+        return f"({self.num})/{self.den}" if self.den != 1 else f"{self.num}"
+
+    @property
+    def vars(self):
+        return self.num.vars
+
+
+class ConstraintSet:
+    """An immutable conjunction of constraints `c >= 0`."""
+
+    __slots__ = ("cons", "infeasible")
+
+    def __init__(self, cons: Iterable[Affine] = (), _trusted: bool = False):
+        if _trusted:
+            self.cons = tuple(cons)
+            self.infeasible = False
+            return
+        best: dict = {}
+        infeasible = False
+        for c in cons:
+            c = normalize(c)
+            if c.is_const:
+                if c.const < 0:
+                    infeasible = True
+                continue
+            # keep the tightest constant for each linear part
+            prev = best.get(c.terms)
+            if prev is None or c.const < prev:
+                best[c.terms] = c.const
+        self.infeasible = infeasible
+        self.cons = tuple(Affine(t, k) for t, k in best.items())
+
+    def __iter__(self):
+        return iter(self.cons)
+
+    def __len__(self):
+        return len(self.cons)
+
+    def __repr__(self):
+        return "{" + ", ".join(f"{c} >= 0" for c in self.cons) + ("  (INFEASIBLE)" if self.infeasible else "") + "}"
+
+    def add(self, *cs: Affine) -> "ConstraintSet":
+        if self.infeasible:
+            return self
+        return ConstraintSet(self.cons + tuple(cs))
+
+    def union_with(self, other: "ConstraintSet") -> "ConstraintSet":
+        """Conjunction of both sets."""
+        if self.infeasible:
+            return self
+        if other.infeasible:
+            return other
+        return ConstraintSet(self.cons + other.cons)
+
+    @property
+    def vars(self) -> set:
+        out: set = set()
+        for c in self.cons:
+            out.update(c.vars)
+        return out
+
+    # -- Fourier–Motzkin ----------------------------------------------------------------
+    def eliminate(self, v: Var) -> Optional["ConstraintSet"]:
+        """Project `v` out. None when the result would grow beyond the size guard."""
+        if self.infeasible:
+            return self
+        lo, hi, rest = [], [], []
+        for c in self.cons:
+            k = c.coef(v)
+            if k > 0:
+                lo.append((k, c.drop(v)))
+            elif k < 0:
+                hi.append((-k, c.drop(v)))
+            else:
+                rest.append(c)
+        if len(lo) * len(hi) + len(rest) > _MAX_CONSTRAINTS:
+            return None
+        # k1*v + r1 >= 0 and -k2*v + r2 >= 0  =>  k2*r1 + k1*r2 >= 0
+        combined = [r1 * k2 + r2 * k1 for k1, r1 in lo for k2, r2 in hi]
+        return ConstraintSet(rest + combined)
+
+    def project_out(self, vs: Iterable[Var]) -> Optional["ConstraintSet"]:
+        cur: Optional[ConstraintSet] = self
+        todo = [v for v in vs]
+        while todo and cur is not None and not cur.infeasible:
+            present = cur.vars
+            todo = [v for v in todo if v in present]
+            if not todo:
+                break
+            # cheapest elimination first
+            def cost(v):
+                p = sum(1 for c in cur.cons if c.coef(v) > 0)
+                n = sum(1 for c in cur.cons if c.coef(v) < 0)
+                return p * n - p - n
+
+            v = min(todo, key=cost)
+            todo.remove(v)
+            cur = cur.eliminate(v)
+        return cur
+
+    def project_onto(self, keep: Iterable[Var]) -> Optional["ConstraintSet"]:
+        keep = set(keep)
+        return self.project_out([v for v in self.vars if v not in keep])
+
+    def is_empty(self) -> bool:
+        """True only if the set provably has no integer point."""
+        if self.infeasible:
+            return True
+        p = self.project_out(list(self.vars))
+        return p is not None and p.infeasible
+
+    def implies(self, c: Affine) -> bool:
+        """True only if every integer point of the set satisfies `c >= 0`."""
+        c = normalize(c)
+        if c.is_const:
+            return c.const >= 0 or self.is_empty()
+        for own in self.cons:
+            if own.terms == c.terms and own.const <= c.const:
+                return True
+        return self.add(-c - 1).is_empty()
+
+    # -- bounds -------------------------------------------------------------------------
+    def bounds(self, v: Var) -> tuple[list, list]:
+        """Lower and upper bounds on `v` from the constraints that mention it."""
+        lows, ups = [], []
+        for c in self.cons:
+            k = c.coef(v)
+            if k > 0:  # k*v + r >= 0  ->  v >= ceil(-r / k)
+                lows.append(Bound(-c.drop(v), k))
+            elif k < 0:  # -k*v + r >= 0 ->  v <= floor(r / -k)
+                ups.append(Bound(c.drop(v), -k))
+        return lows, ups
+
+    def without(self, v: Var) -> "ConstraintSet":
+        """The constraints that do not mention `v` (not a projection)."""
+        return ConstraintSet([c for c in self.cons if c.coef(v) == 0], _trusted=True)
+
+
+def lower_constraint(v: Var, b: Bound) -> Affine:
+    """The constraint `v >= ceil(b)`, i.e. `den*v - num >= 0`."""
+    return Affine.var(v, b.den) - b.num
+
+
+def upper_constraint(v: Var, b: Bound) -> Affine:
+    """The constraint `v <= floor(b)`, i.e. `num - den*v >= 0`."""
+    return b.num - Affine.var(v, b.den)

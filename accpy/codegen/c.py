@@ -1,0 +1,350 @@
+"""Loop IR -> C source text.
+
+Scalar semantics come from `native/accpy_runtime.h`; arithmetic on types narrower than
+`int` (and float16) is cast back after every operation so results match numpy's.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from ..ir.affine import to_affine
+from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
+from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
+from ..ir.types import ScalarType
+from ..ir.visitor import Visitor, buffers_of
+
+_C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto
+if inline int long register restrict return short signed sizeof static struct switch typedef union
+unsigned void volatile while bool true false main NULL""".split())
+
+_SFX = {ScalarType.int8: "i8", ScalarType.int16: "i16", ScalarType.int32: "i32", ScalarType.int64: "i64",
+        ScalarType.uint8: "u8", ScalarType.uint16: "u16", ScalarType.uint32: "u32", ScalarType.uint64: "u64",
+        ScalarType.index: "index", ScalarType.float32: "f32", ScalarType.float64: "f64",
+        ScalarType.bool: "u8"}
+
+_MATH_F32 = {"sqrt": "sqrtf", "exp": "expf", "log": "logf", "log2": "log2f", "log10": "log10f",
+             "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "tan": "tanf", "sinh": "sinhf",
+             "cosh": "coshf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "abs": "fabsf",
+             "pow": "powf"}
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
+
+
+def c_type(t: ScalarType) -> str:
+    if t is ScalarType.bfloat16:
+        raise NotImplementedError("bfloat16 arithmetic is not supported by the C emitter yet")
+    return t.c_name
+
+
+def _narrow(t: ScalarType) -> bool:
+    """Types whose C arithmetic is done in a wider type and must be cast back."""
+    return (t.is_int and t.bits < 32) or t is ScalarType.float16 or t is ScalarType.bool
+
+
+def float_literal(v: float, t: ScalarType) -> str:
+    if math.isnan(v):
+        s = "NAN"
+    elif math.isinf(v):
+        s = "INFINITY" if v > 0 else "(-INFINITY)"
+    else:
+        s = repr(float(v))
+        if "e" not in s and "." not in s:
+            s += ".0"
+    if t is ScalarType.float32 and s[0].isdigit() or t is ScalarType.float32 and s.startswith("-"):
+        return s + "f" if "N" not in s else f"((float){s})"
+    if t is ScalarType.float16:
+        return f"((_Float16){s})"
+    return s
+
+
+class Names:
+    """Unique C identifiers for IR variables and buffers."""
+
+    def __init__(self):
+        self.taken: set = set(_C_KEYWORDS)
+        self.by_obj: dict = {}
+
+    def get(self, obj, base: str) -> str:
+        key = id(obj) if isinstance(obj, Buffer) else obj
+        if key in self.by_obj:
+            return self.by_obj[key]
+        name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base) or "v"
+        if name[0].isdigit():
+            name = "_" + name
+        cand, n = name, 1
+        while cand in self.taken:
+            cand = f"{name}_{n}"
+            n += 1
+        self.taken.add(cand)
+        self.by_obj[key] = cand
+        return cand
+
+
+class CEmitter:
+    def __init__(self, names: Optional[Names] = None, const_prefix: str = ""):
+        self.names = names or Names()
+        self.const_prefix = const_prefix
+        self.lines: list = []
+
+    # -- names ------------------------------------------------------------------------------
+    def var(self, v: Var) -> str:
+        return self.names.get(v, v.name)
+
+    def buf(self, b: Buffer) -> str:
+        base = (self.const_prefix + b.name) if b.role == "const" else b.name
+        return self.names.get(b, base)
+
+    # -- expressions --------------------------------------------------------------------------
+    def offset(self, b: Buffer, indices) -> str:
+        """Linear element offset of `b[indices]`."""
+        total = None
+        for ix, st in zip(indices, b.strides):
+            term = idx_op("mul", ix, st)
+            total = term if total is None else idx_op("add", total, term)
+        if total is None:
+            return "0"
+        a = to_affine(total)
+        if a is not None:
+            total = a.to_expr()
+        return self.expr(total)
+
+    def expr(self, e) -> str:
+        m = getattr(self, "e_" + type(e).__name__)
+        return m(e)
+
+    def e_Const(self, e: Const) -> str:
+        t = e.dtype
+        if t.is_float:
+            return float_literal(e.value, t)
+        if t is ScalarType.bool:
+            return "true" if e.value else "false"
+        v = int(e.value)
+        if t is ScalarType.index or t is ScalarType.int64:
+            if v == -(1 << 63):
+                return "INT64_MIN"
+            return f"{v}" if -(1 << 31) <= v < (1 << 31) else f"INT64_C({v})"
+        if t is ScalarType.uint64:
+            return f"UINT64_C({v})"
+        if t is ScalarType.uint32:
+            return f"{v}u"
+        if t is ScalarType.int32:
+            return f"{v}" if v != -(1 << 31) else "INT32_MIN"
+        return f"(({c_type(t)}){v})"
+
+    def e_Var(self, v: Var) -> str:
+        return self.var(v)
+
+    def e_Load(self, e: Load) -> str:
+        return f"{self.buf(e.buffer)}[{self.offset(e.buffer, e.indices)}]"
+
+    def e_BinOp(self, e: BinOp) -> str:
+        t = e.dtype
+        a, b = self.expr(e.a), self.expr(e.b)
+        op = e.op
+        if op in _CMP:
+            return f"({a} {_CMP[op]} {b})"
+        if op == "land":
+            return f"({a} && {b})"
+        if op == "lor":
+            return f"({a} || {b})"
+        if t is ScalarType.index:
+            if op in ("add", "sub", "mul"):
+                return f"({a} {_ARITH[op]} {b})"
+            if op == "floordiv":
+                return f"accpy_floordiv_index({a}, {b})"
+            if op in ("min", "max"):
+                return f"accpy_{op}_index({a}, {b})"
+            if op == "mod":
+                return f"({a} - {b} * accpy_floordiv_index({a}, {b}))"
+        sfx = _SFX.get(t)
+        if t.is_float:
+            fsfx = "f32" if t is not ScalarType.float64 else "f64"
+            if op in ("add", "sub", "mul", "div"):
+                s = f"({a} {'/' if op == 'div' else _ARITH[op]} {b})"
+            elif op == "pow":
+                s = f"{'pow' if t is ScalarType.float64 else 'powf'}({a}, {b})"
+            elif op in ("min", "max", "mod", "floordiv"):
+                s = f"accpy_{op}_{fsfx}({a}, {b})"
+            else:
+                raise NotImplementedError(f"float op {op}")
+            return f"(({c_type(t)}){s})" if _narrow(t) else s
+        # integers (and bool)
+        if op in _ARITH:
+            s = f"({a} {_ARITH[op]} {b})"
+        elif op in ("div", "floordiv", "mod", "shl", "shr", "min", "max"):
+            s = f"accpy_{op}_{sfx}({a}, {b})"
+        elif op == "pow":
+            raise NotImplementedError("integer pow")
+        else:
+            raise NotImplementedError(f"int op {op}")
+        return f"(({c_type(t)}){s})" if _narrow(t) else s
+
+    def e_UnOp(self, e: UnOp) -> str:
+        a = self.expr(e.a)
+        if e.op == "not":
+            return f"(!{a})"
+        s = f"(-{a})" if e.op == "neg" else f"(~{a})"
+        return f"(({c_type(e.dtype)}){s})" if _narrow(e.dtype) or not e.dtype.is_signed else s
+
+    def e_Select(self, e: Select) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
+
+    def e_Cast(self, e: Cast) -> str:
+        src, dst = e.value.dtype, e.dtype
+        v = self.expr(e.value)
+        if dst is ScalarType.bool:
+            return f"({v} != 0)"
+        if src.is_float and dst.is_int:
+            return f"accpy_from_f64_{_SFX[dst] if dst is not ScalarType.index else 'i64'}((double)({v}))"
+        return f"(({c_type(dst)})({v}))"
+
+    def e_Call(self, e: Call) -> str:
+        t = e.dtype
+        args = [self.expr(a) for a in e.args]
+        if e.fn == "abs" and t.is_int:
+            return f"accpy_abs_{_SFX[t]}({args[0]})"
+        if t.is_float:
+            if t is ScalarType.float64:
+                fn = _MATH_F32[e.fn][:-1] if e.fn != "abs" else "fabs"
+                if e.fn == "round":
+                    fn = "rint"
+                return f"{fn}({', '.join(args)})"
+            fn = _MATH_F32[e.fn]
+            if t is ScalarType.float16:
+                return f"((_Float16){fn}({', '.join('(float)' + a for a in args)}))"
+            return f"{fn}({', '.join(args)})"
+        raise NotImplementedError(f"call {e.fn} on {t.name}")
+
+    # -- statements -------------------------------------------------------------------------
+    def emit(self, line: str, depth: int):
+        self.lines.append("    " * depth + line)
+
+    def stmt(self, s, depth: int):
+        m = getattr(self, "s_" + type(s).__name__)
+        m(s, depth)
+
+    def s_Block(self, s: Block, depth):
+        for x in s.stmts:
+            self.stmt(x, depth)
+
+    def s_Comment(self, s: Comment, depth):
+        self.emit(f"/* {s.text} */", depth)
+
+    def s_For(self, s: For, depth):
+        v = self.var(s.var)
+        lo, hi = self.expr(s.lo), self.expr(s.hi)
+        if s.kind == "parallel":
+            self.emit(s.attr("pragma", "#pragma omp parallel for"), 0)
+        elif s.kind == "unrolled":
+            self.emit("#pragma GCC unroll 64", 0)
+        self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{", depth)
+        self.stmt(s.body, depth + 1)
+        self.emit("}", depth)
+
+    def s_If(self, s: If, depth):
+        self.emit(f"if ({self.expr(s.cond)}) {{", depth)
+        self.stmt(s.then, depth + 1)
+        if s.orelse is not None:
+            self.emit("} else {", depth)
+            self.stmt(s.orelse, depth + 1)
+        self.emit("}", depth)
+
+    def s_Store(self, s: Store, depth):
+        t = s.buffer.dtype
+        target = f"{self.buf(s.buffer)}[{self.offset(s.buffer, s.indices)}]"
+        if s.reduce is None:
+            self.emit(f"{target} = {self.expr(s.value)};", depth)
+            return
+        current = Load(s.buffer, s.indices)
+        combined = self.expr(BinOp(s.reduce, current, s.value, t))
+        if not _narrow(t) and s.reduce in ("add", "sub", "mul", "div") and t.is_float:
+            op = {"add": "+=", "sub": "-=", "mul": "*=", "div": "/="}[s.reduce]
+            self.emit(f"{target} {op} {self.expr(s.value)};", depth)
+        else:
+            self.emit(f"{target} = {combined};", depth)
+
+    def s_Alloc(self, s: Alloc, depth):
+        b = s.buffer
+        n = None
+        total = Const(1)
+        for d in b.shape:
+            total = idx_op("mul", total, d)
+        a = to_affine(total)
+        n = a.const if a is not None and a.is_const else None
+        name = self.buf(b)
+        ct = c_type(b.dtype)
+        if n is not None and n * b.dtype.bits // 8 <= 64 * 1024 and b.memory != "heap":
+            self.emit(f"{ct} {name}[{n}] __attribute__((aligned(64)));", depth)
+            if s.zero:
+                self.emit(f"memset({name}, 0, sizeof({name}));", depth)
+            self.stmt(s.body, depth)
+        else:
+            size = self.expr(total)
+            self.emit(f"{ct}* {name} = ({ct}*)aligned_alloc(64, ((size_t)({size}) * sizeof({ct}) + 63) / 64 * 64);", depth)
+            self.emit(f"if (!{name}) {{ accpy_set_error(\"out of memory allocating {b.name}\"); return; }}", depth)
+            if s.zero:
+                self.emit(f"memset({name}, 0, (size_t)({size}) * sizeof({ct}));", depth)
+            self.stmt(s.body, depth)
+            self.emit(f"free({name});", depth)
+
+    def s_Evaluate(self, s: Evaluate, depth):
+        self.emit(self.expr(s.value) + ";", depth)
+
+
+# -- whole functions ----------------------------------------------------------------------------
+
+def param_decl(arg, names: Names, restrict: bool = True) -> str:
+    if isinstance(arg, Buffer):
+        q = " ACCPY_RESTRICT" if restrict else ""
+        const = "const " if arg.role == "input" and restrict else ""
+        return f"{const}{c_type(arg.dtype)}*{q} {names.get(arg, arg.name)}"
+    return f"{c_type(arg.dtype)} {names.get(arg, arg.name)}"
+
+
+def function_params(fn: Function, names: Names, restrict: bool = True) -> str:
+    return ", ".join(param_decl(a, names, restrict) for a in fn.args) or "void"
+
+
+def const_data(b: Buffer, cname: str) -> str:
+    flat = b.data.reshape(-1, order="C")
+    if b.dtype.is_float:
+        vals = ", ".join(float_literal(float(x), b.dtype) for x in flat)
+    elif b.dtype is ScalarType.bool:
+        vals = ", ".join("1" if x else "0" for x in flat)
+    else:
+        vals = ", ".join(str(int(x)) for x in flat)
+    return f"static const {c_type(b.dtype)} {cname}[{flat.size}] __attribute__((aligned(64))) = {{{vals}}};"
+
+
+def emit_function(fn: Function, linkage: str = "") -> str:
+    """The C definition of `fn` (preceded by its constant data)."""
+    names = Names()
+    em = CEmitter(names, const_prefix=fn.name + "_")
+    params = function_params(fn, names)
+    body_consts = [b for b in buffers_of(fn.body) if b.role == "const"]
+    pre = []
+    for b in body_consts:
+        if b.data is None:
+            raise ValueError(f"constant array {b.name} has no data")
+        pre.append(const_data(b, em.buf(b)))
+    em.emit(f"{linkage}void {fn.name}({params}) {{", 0)
+    em.stmt(fn.body, 1)
+    em.emit("}", 0)
+    return "\n".join(pre + em.lines) + "\n"
+
+
+class _HasKind(Visitor):
+    def __init__(self, kind):
+        self.kind, self.found = kind, False
+
+    def visit_For(self, f):
+        if f.kind == self.kind:
+            self.found = True
+        self.generic_visit(f)
+
+
+def uses_openmp(stmt) -> bool:
+    v = _HasKind("parallel")
+    v.visit(stmt)
+    return v.found

@@ -1,0 +1,293 @@
+"""Affine expressions over IR variables, and their conversion to and from IR expressions.
+
+An `Affine` is `sum(coef * var) + const` with integer coefficients. A constraint is an
+Affine read as `expr >= 0`. Every analysis (bounds, footprints, unswitching,
+dependences) speaks this one language.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from .expr import BinOp, Cast, Const, Expr, UnOp, Var, as_int, idx_op
+from .types import ScalarType
+
+
+class Affine:
+    __slots__ = ("terms", "const", "_hash")
+
+    def __init__(self, terms=None, const: int = 0):
+        d: dict = {}
+        if terms:
+            items = terms.items() if isinstance(terms, dict) else terms
+            for v, c in items:
+                if c:
+                    d[v] = d.get(v, 0) + c
+        self.terms = tuple(sorted(((v, c) for v, c in d.items() if c), key=lambda t: t[0].uid))
+        self.const = int(const)
+        self._hash = None
+
+    # -- construction -------------------------------------------------------------------
+    @staticmethod
+    def var(v: Var, coef: int = 1) -> "Affine":
+        return Affine({v: coef})
+
+    @staticmethod
+    def constant(c: int) -> "Affine":
+        return Affine(None, c)
+
+    # -- queries ------------------------------------------------------------------------
+    def coef(self, v: Var) -> int:
+        for w, c in self.terms:
+            if w == v:
+                return c
+        return 0
+
+    @property
+    def vars(self) -> tuple:
+        return tuple(v for v, _ in self.terms)
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def __bool__(self):  # pragma: no cover - guard against accidental truth tests
+        raise TypeError("Affine has no truth value")
+
+    # -- arithmetic ---------------------------------------------------------------------
+    def __add__(self, o) -> "Affine":
+        if isinstance(o, int):
+            return Affine(self.terms, self.const + o)
+        d = dict(self.terms)
+        for v, c in o.terms:
+            d[v] = d.get(v, 0) + c
+        return Affine(d, self.const + o.const)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> "Affine":
+        return Affine([(v, -c) for v, c in self.terms], -self.const)
+
+    def __sub__(self, o) -> "Affine":
+        return self + (-o if isinstance(o, Affine) else -o)
+
+    def __rsub__(self, o) -> "Affine":
+        return (-self) + o
+
+    def __mul__(self, k: int) -> "Affine":
+        if not isinstance(k, int):
+            raise TypeError("Affine can only be scaled by an int")
+        return Affine([(v, c * k) for v, c in self.terms], self.const * k)
+
+    __rmul__ = __mul__
+
+    def subs(self, mapping: dict) -> "Affine":
+        """Substitute variables by Affine expressions."""
+        out = Affine.constant(self.const)
+        for v, c in self.terms:
+            if v in mapping:
+                out = out + mapping[v] * c
+            else:
+                out = out + Affine({v: c})
+        return out
+
+    def drop(self, v: Var) -> "Affine":
+        return Affine([(w, c) for w, c in self.terms if w != v], self.const)
+
+    def __eq__(self, o):
+        return isinstance(o, Affine) and self.terms == o.terms and self.const == o.const
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash((self.terms, self.const))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return affine_str(self)
+
+    # -- back to IR ---------------------------------------------------------------------
+    def to_expr(self) -> Expr:
+        """Positive terms first, then the constant, then subtracted terms: `i + 2*j + 3 - k`."""
+
+        def term(v, c):
+            return v if c == 1 else idx_op("mul", Const(c), v)
+
+        e: Optional[Expr] = None
+        for v, c in self.terms:
+            if c > 0:
+                e = term(v, c) if e is None else idx_op("add", e, term(v, c))
+        if e is None:
+            e = Const(self.const)
+        elif self.const:
+            e = idx_op("add", e, Const(self.const)) if self.const > 0 else idx_op("sub", e, Const(-self.const))
+        for v, c in self.terms:
+            if c < 0:
+                e = idx_op("sub", e, term(v, -c))
+        return e
+
+
+def affine_str(a: Affine, names: Optional[dict] = None) -> str:
+    parts = []
+    for v, c in a.terms:
+        n = names.get(v, v.name) if names else v.name
+        if c == 1:
+            parts.append(f"+ {n}")
+        elif c == -1:
+            parts.append(f"- {n}")
+        elif c < 0:
+            parts.append(f"- {-c}*{n}")
+        else:
+            parts.append(f"+ {c}*{n}")
+    if a.const or not parts:
+        parts.append(f"+ {a.const}" if a.const >= 0 else f"- {-a.const}")
+    s = " ".join(parts)
+    if s.startswith("+ "):
+        s = s[2:]
+    elif s.startswith("- "):
+        s = "-" + s[2:]
+    return s
+
+
+def to_affine(e) -> Optional[Affine]:
+    """The affine form of an integer IR expression, or None if it is not affine."""
+    if isinstance(e, int):
+        return Affine.constant(e)
+    if isinstance(e, Const):
+        if e.dtype.is_float:
+            return None
+        return Affine.constant(int(e.value))
+    if isinstance(e, Var):
+        if e.dtype.is_float:
+            return None
+        return Affine.var(e)
+    if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        return to_affine(e.value)
+    if isinstance(e, UnOp) and e.op == "neg":
+        a = to_affine(e.a)
+        return None if a is None else -a
+    if isinstance(e, BinOp):
+        if e.op in ("add", "sub"):
+            a, b = to_affine(e.a), to_affine(e.b)
+            if a is None or b is None:
+                return None
+            return a + b if e.op == "add" else a - b
+        if e.op == "mul":
+            a, b = to_affine(e.a), to_affine(e.b)
+            if a is None or b is None:
+                return None
+            if a.is_const:
+                return b * a.const
+            if b.is_const:
+                return a * b.const
+            return None
+    return None
+
+
+# -- constraints from IR conditions and loop bounds ----------------------------------------
+
+def cond_constraints(cond) -> Optional[list]:
+    """A conjunction of affine comparisons as a list of constraints (`c >= 0`), else None."""
+    if isinstance(cond, Const) and cond.dtype is ScalarType.bool:
+        return [] if cond.value else [Affine.constant(-1)]
+    if not isinstance(cond, BinOp):
+        return None
+    if cond.op == "land":
+        a, b = cond_constraints(cond.a), cond_constraints(cond.b)
+        if a is None or b is None:
+            return None
+        return a + b
+    if cond.op in ("lt", "le", "gt", "ge", "eq"):
+        a, b = to_affine(cond.a), to_affine(cond.b)
+        if a is None or b is None:
+            return None
+        if cond.op == "lt":
+            return [b - a - 1]
+        if cond.op == "le":
+            return [b - a]
+        if cond.op == "gt":
+            return [a - b - 1]
+        if cond.op == "ge":
+            return [a - b]
+        return [a - b, b - a]
+    return None
+
+
+def lower_bound_constraints(v: Var, e) -> Optional[list]:
+    """Constraints equivalent to `v >= e` where e is affine, a max of such, or ceil/floor div."""
+    if isinstance(e, BinOp) and e.op == "max":
+        a, b = lower_bound_constraints(v, e.a), lower_bound_constraints(v, e.b)
+        return None if a is None or b is None else a + b
+    if isinstance(e, BinOp) and e.op == "floordiv":
+        c = as_int(e.b)
+        num = to_affine(e.a)
+        if c is None or c <= 0 or num is None:
+            return None
+        # v >= floor(num / c)  <=>  c*v + c - 1 - num >= 0
+        return [Affine.var(v, c) + (c - 1) - num]
+    a = to_affine(e)
+    if a is None:
+        return None
+    return [Affine.var(v) - a]
+
+
+def upper_bound_constraints(v: Var, e) -> Optional[list]:
+    """Constraints equivalent to `v < e` (exclusive upper bound)."""
+    if isinstance(e, BinOp) and e.op == "min":
+        a, b = upper_bound_constraints(v, e.a), upper_bound_constraints(v, e.b)
+        return None if a is None or b is None else a + b
+    if isinstance(e, BinOp) and e.op == "floordiv":
+        c = as_int(e.b)
+        num = to_affine(e.a)
+        if c is None or c <= 0 or num is None:
+            return None
+        # v < floor(num / c)  <=>  c*(v+1) <= num
+        return [num - Affine.var(v, c) - c]
+    a = to_affine(e)
+    if a is None:
+        return None
+    return [a - Affine.var(v) - 1]
+
+
+def normalize(c: Affine) -> Affine:
+    """Divide a constraint `c >= 0` by the gcd of its coefficients, tightening the constant."""
+    from math import gcd
+
+    g = 0
+    for _, k in c.terms:
+        g = gcd(g, abs(k))
+    if g <= 1:
+        return c
+    return Affine([(v, k // g) for v, k in c.terms], c.const // g)
+
+
+def vars_of(cs: Iterable[Affine]) -> set:
+    out: set = set()
+    for c in cs:
+        out.update(c.vars)
+    return out
+
+
+def substitute_indices(node, mapping: dict):
+    """Replace variables by Affine expressions; affine subscripts stay in canonical form."""
+    from .expr import Load
+    from .stmt import Store
+    from .visitor import Mutator
+
+    expr_map = {v: a.to_expr() for v, a in mapping.items()}
+
+    class Sub(Mutator):
+        def _index(self, ix):
+            a = to_affine(ix)
+            if a is not None:
+                return a.subs(mapping).to_expr()
+            return self.visit(ix)
+
+        def visit_Var(self, v):
+            return expr_map.get(v, v)
+
+        def visit_Load(self, n: Load):
+            return Load(n.buffer, tuple(self._index(i) for i in n.indices))
+
+        def visit_Store(self, s: Store):
+            return Store(s.buffer, tuple(self._index(i) for i in s.indices), self.visit(s.value), s.reduce)
+
+    return Sub().visit(node)

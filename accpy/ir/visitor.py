@@ -1,0 +1,121 @@
+"""One Visitor and one Mutator over IR nodes; every pass builds on these two."""
+from __future__ import annotations
+
+import dataclasses
+
+from .expr import Buffer, Expr, Node, Var
+from .stmt import Block, Stmt, block
+
+
+def _children(node):
+    for f in dataclasses.fields(node):
+        yield f.name, getattr(node, f.name)
+
+
+class Visitor:
+    """Walks a tree; override `visit_<Class>` and call `self.generic_visit(node)` to descend."""
+
+    def visit(self, node):
+        m = getattr(self, "visit_" + type(node).__name__, None)
+        if m is not None:
+            return m(node)
+        return self.generic_visit(node)
+
+    def generic_visit(self, node):
+        for _, v in _children(node):
+            if isinstance(v, Node):
+                self.visit(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        self.visit(x)
+
+
+class Mutator:
+    """Rebuilds a tree bottom-up; unchanged subtrees are returned as the same objects."""
+
+    def visit(self, node):
+        m = getattr(self, "visit_" + type(node).__name__, None)
+        if m is not None:
+            return m(node)
+        return self.generic_visit(node)
+
+    def generic_visit(self, node):
+        changes = {}
+        for name, v in _children(node):
+            if isinstance(v, Node):
+                nv = self.visit(v)
+                if nv is not v:
+                    changes[name] = nv
+            elif isinstance(v, tuple) and any(isinstance(x, Node) for x in v):
+                nt = tuple(self.visit(x) if isinstance(x, Node) else x for x in v)
+                if any(a is not b for a, b in zip(nt, v)):
+                    if isinstance(node, Block):
+                        nt = tuple(x for x in nt if x is not None)
+                    changes[name] = nt
+            # Buffers and plain values are leaves
+        if not changes:
+            return node
+        if isinstance(node, Block):
+            return block(*changes["stmts"])
+        return dataclasses.replace(node, **changes)
+
+
+class Substitute(Mutator):
+    """Replace variables by expressions."""
+
+    def __init__(self, mapping: dict):
+        self.mapping = mapping
+
+    def visit_Var(self, v: Var):
+        return self.mapping.get(v, v)
+
+
+def substitute(node, mapping: dict):
+    if not mapping:
+        return node
+    return Substitute(mapping).visit(node)
+
+
+class _FreeVars(Visitor):
+    def __init__(self):
+        self.vars: set = set()
+        self.bound: set = set()
+
+    def visit_Var(self, v):
+        self.vars.add(v)
+
+    def visit_For(self, f):
+        self.bound.add(f.var)
+        self.generic_visit(f)
+
+
+def free_vars(node) -> set:
+    fv = _FreeVars()
+    fv.visit(node)
+    return fv.vars - fv.bound
+
+
+def buffers_of(node) -> list:
+    """Buffers referenced by loads and stores, in first-use order."""
+    seen: dict = {}
+
+    class V(Visitor):
+        def visit_Load(self, n):
+            seen.setdefault(n.buffer, None)
+            self.generic_visit(n)
+
+        def visit_Store(self, n):
+            seen.setdefault(n.buffer, None)
+            self.generic_visit(n)
+
+        def visit_Alloc(self, n):
+            seen.setdefault(n.buffer, None)
+            self.generic_visit(n)
+
+    V().visit(node)
+    return list(seen)
+
+
+__all__ = ["Visitor", "Mutator", "Substitute", "substitute", "free_vars", "buffers_of",
+           "Expr", "Stmt", "Buffer"]

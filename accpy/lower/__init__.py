@@ -1,0 +1,79 @@
+"""Lowering: schedule + plan -> loop IR, as one ordered list of named passes.
+
+    scan -> unswitch -> simplify -> unroll -> simplify -> allocate temporaries
+
+Each pass is one module whose docstring says what it guarantees. Set ACCPY_DEBUG_LOWER=1
+to print the IR after every pass.
+"""
+from __future__ import annotations
+
+import os
+
+from ..ir.expr import Buffer, Var
+from ..ir.printer import stmt_str
+from ..ir.stmt import Alloc, Function
+from ..ir.visitor import buffers_of, free_vars
+from .scan import scan
+from .simplify import simplify
+from .unroll import unroll
+from .unswitch import unswitch
+
+
+def _log(name, stmt):
+    if os.environ.get("ACCPY_DEBUG_LOWER"):
+        print(f"--- after {name} ---\n{stmt_str(stmt)}\n")
+    return stmt
+
+
+def lower_loops(space, kinds=None):
+    """The loops of an iteration space: scanned, unswitched, simplified, unrolled."""
+    stmt = _log("scan", scan(space))
+    stmt = _log("unswitch", unswitch(stmt))
+    stmt = _log("simplify", simplify(stmt))
+    below = {}
+    for k, v in space.attrs:
+        if k == "unroll_below":
+            index, ref, threshold = v
+            for h in (index, ref):
+                pos = space.position(h)
+                if pos is not None:
+                    below[space.dims[pos].var] = threshold
+    if kinds or below:
+        stmt = _log("unroll", unroll(stmt, kinds or {}, below))
+        stmt = _log("simplify", simplify(stmt))
+    return stmt
+
+
+def argument_objects(args) -> tuple:
+    """Array / Dimension / Scalar arguments as IR buffers and vars."""
+    from ..nest.array import Array, Dimension, Scalar
+
+    out = []
+    for a in args:
+        if isinstance(a, Array):
+            out.append(a.buffer)
+        elif isinstance(a, (Dimension, Scalar)):
+            out.append(a.var)
+        elif isinstance(a, (Buffer, Var)):
+            out.append(a)
+        else:
+            raise TypeError(f"args: expected acc.Array, acc.Dimension or acc.Scalar, got {type(a).__name__}")
+    return tuple(out)
+
+
+def default_arguments(stmt) -> tuple:
+    """Arguments in first-use order when none are given: arrays, then runtime sizes."""
+    bufs = [b for b in buffers_of(stmt) if b.role not in ("temp", "const", "cache")]
+    sizes = sorted((v for v in free_vars(stmt) if v not in bufs), key=lambda v: v.uid)
+    for b in bufs:
+        for s in b.shape:
+            sizes.extend(x for x in free_vars(s) if x not in sizes)
+    return tuple(bufs) + tuple(dict.fromkeys(sizes))
+
+
+def lower_function(plan, name: str, args=None) -> Function:
+    stmt = lower_loops(plan.schedule.space, plan.loop_annotations())
+    for b in reversed([b for b in buffers_of(stmt) if b.role == "temp"]):
+        stmt = Alloc(b, stmt, zero=True)
+    arg_objs = argument_objects(args) if args is not None else default_arguments(stmt)
+    return Function(name, arg_objs, stmt)

@@ -1,0 +1,50 @@
+"""Unroll: replace loops marked for unrolling by copies of their body.
+
+Guarantees afterwards: every loop marked `unrolled` whose trip count is a compile-time
+constant is gone (its copies follow each other in order); loops marked with a skew's
+`unroll_loops_smaller_than` threshold are unrolled when their constant trip count is
+below it. A marked loop with a runtime trip count stays a loop with an unroll hint.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..ir.affine import to_affine
+from ..ir.expr import BinOp, Const
+from ..ir.stmt import For, block
+from ..ir.types import ScalarType
+from ..ir.visitor import Mutator, substitute
+from .simplify import simplify
+
+MAX_UNROLLED_COPIES = 4096
+
+
+def unroll(stmt, kinds: dict, below: dict):
+    """`kinds`: loop var -> "unrolled"; `below`: loop var -> threshold (skew)."""
+    return _Unroll(kinds, below).visit(stmt)
+
+
+class _Unroll(Mutator):
+    def __init__(self, kinds, below):
+        self.kinds, self.below = kinds, below
+        self.copies = 0
+
+    def visit_For(self, f: For):
+        want = self.kinds.get(f.var) == "unrolled" or f.kind == "unrolled"
+        threshold = self.below.get(f.var)
+        trip = to_affine(BinOp("sub", f.hi, f.lo, ScalarType.index))
+        lo = to_affine(f.lo)
+        const = trip is not None and trip.is_const and lo is not None and lo.is_const
+        if const and (want or (threshold is not None and trip.const < threshold)):
+            n = max(trip.const, 0)
+            self.copies += n
+            if self.copies > MAX_UNROLLED_COPIES:
+                raise ScheduleError(
+                    f"unrolling loop {f.var.name} would emit more than {MAX_UNROLLED_COPIES} copies of its body; "
+                    f"split it first and unroll the inner index")
+            return block(*[self.visit(simplify(substitute(f.body, {f.var: Const(lo.const + k)})))
+                           for k in range(n)])
+        body = self.visit(f.body)
+        kind = "unrolled" if want else f.kind
+        if body is f.body and kind == f.kind:
+            return f
+        return For(f.var, f.lo, f.hi, body, kind, f.attrs)

@@ -1,0 +1,329 @@
+"""Unswitch guarded loop nests: tighten loop bounds from guards and split loop ranges so
+that no guard is left inside the loops.
+
+Input: the perfect nest made by `scan` (loops over a box, innermost guarded bodies).
+Each guarded body becomes a *piece*: a convex set of points (loop bounds + guard).
+Walking the loops outer to inner, a loop whose bound is a max/min of several affine
+expressions is resolved by *cutting* pieces at the outer loop where the winner changes
+(split 12 by 5 -> full tiles j in [0, 2) and the tail j in [2, 3); a skew -> triangle,
+rectangle, triangle). Pieces then partition each loop's range into consecutive loops.
+
+Guarantees afterwards: every statement runs exactly on its real points, in the same
+lexicographic order as before; guards remain only where a breakpoint cannot be ordered
+at compile time (then the guard sits at the innermost level, never wrong).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..analysis.polyhedra import Bound, ConstraintSet
+from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, upper_bound_constraints
+from ..ir.expr import BinOp, Const, Var, idx_op
+from ..ir.stmt import Block, For, If, block
+from ..ir.types import ScalarType
+from ..ir.visitor import Mutator, free_vars
+from .scan import conjunction
+
+# Beyond this many pieces per nest we stop cutting and keep min/max bounds instead.
+MAX_PIECES = 48
+
+
+@dataclass
+class Piece:
+    cons: ConstraintSet
+    body: object
+    order: int
+    pending: list = field(default_factory=list)  # constraints still to check at the leaf
+    _proj: dict = field(default_factory=dict)
+
+    def restrict(self, *cs) -> "Piece":
+        return Piece(self.cons.add(*cs), self.body, self.order, list(self.pending))
+
+
+def unswitch(stmt):
+    return _Unswitch().visit(stmt)
+
+
+class _Unswitch(Mutator):
+    def visit_For(self, f: For):
+        loops = []
+        s = f
+        while isinstance(s, For):
+            loops.append(s)
+            s = s.body
+        items = list(s.stmts) if isinstance(s, Block) else [s]
+        if not any(isinstance(it, If) for it in items):
+            return self.generic_visit(f)
+        res = _separate(loops, items)
+        if res is None:
+            return self.generic_visit(f)
+        return res
+
+
+def _separate(loops, items):
+    loop_vars = [lp.var for lp in loops]
+    box = []
+    for lp in loops:
+        lo = lower_bound_constraints(lp.var, lp.lo)
+        hi = upper_bound_constraints(lp.var, lp.hi)
+        if lo is None or hi is None:
+            return None
+        box += lo + hi
+    pieces = []
+    for n, it in enumerate(items):
+        if isinstance(it, If) and it.orelse is None:
+            cs = cond_constraints(it.cond)
+            if cs is None:
+                return None
+            pieces.append(Piece(ConstraintSet(box + cs), it.then, n))
+        else:
+            if isinstance(it, If):
+                return None
+            pieces.append(Piece(ConstraintSet(box), it, n))
+    symbols = set()
+    for p in pieces:
+        symbols.update(v for v in p.cons.vars if v not in loop_vars)
+        symbols.update(v for v in free_vars(p.body) if v not in loop_vars and v.dtype is ScalarType.index)
+    ctx = ConstraintSet([Affine.var(v) for v in symbols])  # runtime sizes are >= 0
+    gen = _Generator(loops, loop_vars, sorted(symbols, key=lambda v: v.uid))
+    pieces = [p for p in pieces if not p.cons.is_empty()]
+    return gen.gen(0, pieces, ctx)
+
+
+# -- bound helpers ---------------------------------------------------------------------------
+
+def _floor_form_low(b: Bound) -> Bound:
+    """ceil(n/d) == floor((n + d - 1)/d)."""
+    return Bound(b.num + (b.den - 1), b.den)
+
+
+def _floor_form_high_exclusive(b: Bound) -> Bound:
+    """floor(n/d) + 1 == floor((n + d)/d)."""
+    return Bound(b.num + b.den, b.den)
+
+
+def _rational_ge(ctx: ConstraintSet, a: Bound, b: Bound) -> bool:
+    """Proves a.num/a.den >= b.num/b.den (which implies the same for floor and ceil)."""
+    return ctx.implies(a.num * b.den - b.num * a.den)
+
+
+def _floor_expr(b: Bound):
+    e = b.num.to_expr()
+    if b.den == 1:
+        return e
+    return idx_op("floordiv", e, Const(b.den))
+
+
+def _simplicity(b: Bound):
+    return (len(b.num.terms), b.den != 1)
+
+
+class _Generator:
+    def __init__(self, loops, loop_vars, symbols):
+        self.loops = loops
+        self.loop_vars = loop_vars
+        self.symbols = symbols
+        self.n = len(loops)
+        self.level_of = {v: k for k, v in enumerate(loop_vars)}
+        self.npieces = 0
+
+    # -- projections ----------------------------------------------------------------------
+    def proj(self, piece: Piece, level: int) -> Optional[ConstraintSet]:
+        """The piece projected onto loops 0..level (and the runtime sizes)."""
+        if level not in piece._proj:
+            inner = self.loop_vars[level + 1:]
+            piece._proj[level] = piece.cons.project_out(inner)
+        return piece._proj[level]
+
+    def bounds(self, piece: Piece, level: int, ctx: ConstraintSet):
+        """Non-redundant lower and upper bounds of loop `level` in the piece."""
+        pr = self.proj(piece, level)
+        if pr is None:
+            return None
+        v = self.loop_vars[level]
+        lows, ups = pr.bounds(v)
+        outer = ctx.union_with(pr.without(v))
+        return self._prune(lows, outer, lower=True), self._prune(ups, outer, lower=False)
+
+    def _prune(self, bs, outer, lower):
+        """Drop bounds implied by another; among equals keep the simplest."""
+        bs = sorted(set(bs), key=_simplicity)
+        keep = []
+        for b in bs:
+            dominated = False
+            for k in keep:
+                # for lower bounds the larger wins, for upper bounds the smaller
+                if (lower and _rational_ge(outer, k, b)) or (not lower and _rational_ge(outer, b, k)):
+                    dominated = True
+                    break
+            if dominated:
+                continue
+            keep = [k for k in keep if not ((lower and _rational_ge(outer, b, k)) or
+                                            (not lower and _rational_ge(outer, k, b)))]
+            keep.append(b)
+        return keep
+
+    # -- cutting ---------------------------------------------------------------------------
+    def _cut_for(self, piece: Piece, level: int, ctx):
+        """A constraint over loops <= level whose two sides give deeper loops single bounds."""
+        for m in range(level + 1, self.n):
+            bd = self.bounds(piece, m, ctx)
+            if bd is None:
+                return None
+            for group, lower in ((bd[0], True), (bd[1], False)):
+                if len(group) < 2:
+                    continue
+                b1, b2 = group[0], group[1]  # b1 is the simpler: it wins ties
+                # lower: b1 wins where b1 >= b2; upper: b1 wins where b1 <= b2
+                g = b1.num * b2.den - b2.num * b1.den
+                if not lower:
+                    g = -g
+                inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
+                if inner == level:
+                    return g
+        return None
+
+    def cut(self, pieces, level, ctx):
+        work = list(pieces)
+        out = []
+        while work:
+            p = work.pop(0)
+            if self.npieces >= MAX_PIECES:
+                out.append(p)
+                continue
+            g = self._cut_for(p, level, ctx)
+            if g is None:
+                out.append(p)
+                continue
+            a, b = p.restrict(g), p.restrict(-g - 1)
+            kept = [q for q in (a, b) if not q.cons.union_with(ctx).is_empty()]
+            self.npieces += len(kept) - 1
+            work = kept + work
+        return out
+
+    # -- generation ------------------------------------------------------------------------
+    def gen(self, level, pieces, ctx):
+        if not pieces:
+            return None
+        if level == self.n:
+            out = []
+            for p in sorted(pieces, key=lambda p: p.order):
+                out.append(If(conjunction(p.pending), p.body) if p.pending else p.body)
+            return block(*out)
+        loop = self.loops[level]
+        v = loop.var
+        pieces = self.cut(pieces, level, ctx)
+        info = []
+        for p in pieces:
+            bd = self.bounds(p, level, ctx)
+            if bd is None or not bd[0] or not bd[1]:
+                return None
+            info.append((p, bd[0], bd[1]))
+        if len(info) == 1 or all(len(lo) == 1 and len(hi) == 1 for _, lo, hi in info):
+            seq = self._partition(info, ctx) if len(info) > 1 else None
+            if len(info) == 1:
+                p, lows, ups = info[0]
+                return self._loop(loop, level, [p], lows, ups, ctx)
+            if seq is not None:
+                stmts = []
+                for lo, hi, active in seq:
+                    stmts.append(self._loop(loop, level, active, [lo], [hi], ctx, exclusive_hi=True))
+                return block(*stmts)
+        return self._hull(loop, level, info, ctx)
+
+    def _loop(self, loop, level, pieces, lows, ups, ctx, exclusive_hi=False):
+        v = loop.var
+        lo_cons = [Affine.var(v, b.den) - b.num for b in lows]
+        if exclusive_hi:
+            hi_cons = [b.num - Affine.var(v, b.den) - b.den for b in ups]
+        else:
+            hi_cons = [b.num - Affine.var(v, b.den) for b in ups]
+        inner_ctx = ctx.add(*lo_cons, *hi_cons)
+        if inner_ctx.is_empty():
+            return None
+        inner = [p.restrict(*lo_cons, *hi_cons) for p in pieces]
+        inner = [p for p in inner if not p.cons.union_with(ctx).is_empty()]
+        body = self.gen(level + 1, inner, inner_ctx)
+        if body is None:
+            return None
+        lo_e = None
+        for b in lows:
+            e = _floor_expr(_floor_form_low(b))
+            lo_e = e if lo_e is None else BinOp("max", lo_e, e, ScalarType.index)
+        hi_e = None
+        for b in ups:
+            e = _floor_expr(b if exclusive_hi else _floor_form_high_exclusive(b))
+            hi_e = e if hi_e is None else BinOp("min", hi_e, e, ScalarType.index)
+        return For(v, lo_e, hi_e, body, loop.kind, loop.attrs)
+
+    def _partition(self, info, ctx):
+        """Order all breakpoints; None if some pair cannot be ordered at compile time."""
+        points = []  # (Bound in floor form, piece index, is_start)
+        for n, (_, lows, ups) in enumerate(info):
+            points.append(_floor_form_low(lows[0]))
+            points.append(_floor_form_high_exclusive(ups[0]))
+        uniq: list = []
+        for b in points:
+            if not any(_equal(ctx, b, u) for u in uniq):
+                uniq.append(b)
+        # sort by provable order
+        order = []
+        for b in uniq:
+            pos = 0
+            while pos < len(order):
+                if _rational_ge(ctx, order[pos], b):
+                    break
+                if not _rational_ge(ctx, b, order[pos]):
+                    return None
+                pos += 1
+            order.insert(pos, b)
+        for x, y in zip(order, order[1:]):
+            if not _rational_ge(ctx, y, x):
+                return None
+
+        def rank(b):
+            for k, u in enumerate(order):
+                if _equal(ctx, b, u):
+                    return k
+            raise AssertionError("breakpoint lost")
+
+        spans = [(rank(_floor_form_low(lo[0])), rank(_floor_form_high_exclusive(hi[0])), p)
+                 for p, lo, hi in info]
+        seq = []
+        for k in range(len(order) - 1):
+            active = [p for s, e, p in spans if s <= k and e >= k + 1]
+            if active:
+                seq.append((_as_low(order[k]), order[k + 1], active))
+        return seq
+
+    def _hull(self, loop, level, info, ctx):
+        """Fallback: one loop over the union; each piece keeps its range as a leaf guard."""
+        v = loop.var
+        pieces = []
+        lo_e = hi_e = None
+        for p, lows, ups in info:
+            guard = [Affine.var(v, b.den) - b.num for b in lows] + [b.num - Affine.var(v, b.den) for b in ups]
+            q = Piece(p.cons, p.body, p.order, p.pending + guard)
+            pieces.append(q)
+            for b in lows:
+                e = _floor_expr(_floor_form_low(b))
+                lo_e = e if lo_e is None else BinOp("min", lo_e, e, ScalarType.index)
+            for b in ups:
+                e = _floor_expr(_floor_form_high_exclusive(b))
+                hi_e = e if hi_e is None else BinOp("max", hi_e, e, ScalarType.index)
+        body = self.gen(level + 1, pieces, ctx)
+        if body is None:
+            return None
+        return For(v, lo_e, hi_e, body, loop.kind, loop.attrs)
+
+
+def _equal(ctx, a: Bound, b: Bound) -> bool:
+    if a == b:
+        return True
+    return _rational_ge(ctx, a, b) and _rational_ge(ctx, b, a)
+
+
+def _as_low(b: Bound) -> Bound:
+    """A floor-form breakpoint floor(n/d) as a lower bound ceil(n'/d): n' = n - d + 1."""
+    return Bound(b.num - (b.den - 1), b.den)

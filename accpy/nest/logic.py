@@ -1,0 +1,303 @@
+"""Capture of iteration logic: Python operators on `Value`s build IR expressions, and
+assignments to array elements record statements into the active `LogicCapture`.
+
+Types follow numpy: arithmetic happens in the operands' common type; operands of
+different types meet only by exact (widening) conversion, otherwise `acc.cast` is needed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import LogicError
+from ..ir.expr import BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
+from ..ir.stmt import Store
+from ..ir.types import ScalarType, common_type, int_range, widens_to
+from .naming import user_location
+
+
+def _describe(t: ScalarType) -> str:
+    return t.name
+
+
+class Value:
+    """A typed expression inside iteration logic."""
+
+    __array_priority__ = 1000  # make numpy scalars defer to our operators
+
+    def __init__(self, expr: Expr):
+        self._expr = expr
+
+    @property
+    def expr(self) -> Expr:
+        return self._expr
+
+    @property
+    def element_type(self) -> ScalarType:
+        return self.expr.dtype
+
+    # arithmetic
+    def __add__(self, o): return binary("add", self, o)
+    def __radd__(self, o): return binary("add", o, self)
+    def __sub__(self, o): return binary("sub", self, o)
+    def __rsub__(self, o): return binary("sub", o, self)
+    def __mul__(self, o): return binary("mul", self, o)
+    def __rmul__(self, o): return binary("mul", o, self)
+    def __truediv__(self, o): return binary("div", self, o)
+    def __rtruediv__(self, o): return binary("div", o, self)
+    def __floordiv__(self, o): return binary("floordiv", self, o)
+    def __rfloordiv__(self, o): return binary("floordiv", o, self)
+    def __mod__(self, o): return binary("mod", self, o)
+    def __rmod__(self, o): return binary("mod", o, self)
+    def __pow__(self, o): return binary("pow", self, o)
+    def __rpow__(self, o): return binary("pow", o, self)
+    def __neg__(self): return unary("neg", self)
+    def __pos__(self): return self
+    def __invert__(self): return unary("invert", self)
+    # bitwise (integers only)
+    def __and__(self, o): return binary("and", self, o)
+    def __rand__(self, o): return binary("and", o, self)
+    def __or__(self, o): return binary("or", self, o)
+    def __ror__(self, o): return binary("or", o, self)
+    def __xor__(self, o): return binary("xor", self, o)
+    def __rxor__(self, o): return binary("xor", o, self)
+    def __lshift__(self, o): return binary("shl", self, o)
+    def __rlshift__(self, o): return binary("shl", o, self)
+    def __rshift__(self, o): return binary("shr", self, o)
+    def __rrshift__(self, o): return binary("shr", o, self)
+    # comparisons
+    def __lt__(self, o): return binary("lt", self, o)
+    def __le__(self, o): return binary("le", self, o)
+    def __gt__(self, o): return binary("gt", self, o)
+    def __ge__(self, o): return binary("ge", self, o)
+
+    def __eq__(self, o):  # type: ignore[override]
+        return binary("eq", self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        return binary("ne", self, o)
+
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise LogicError(
+            "a logic value has no Python truth value: Python `if`, `and`, `or` and chained "
+            "comparisons do not work inside iteration logic; use acc.select(cond, a, b), "
+            "acc.logical_and / acc.logical_or")
+
+    def __repr__(self) -> str:
+        from ..ir.printer import expr_str
+
+        return f"<{self.element_type.name} {expr_str(self.expr)}>"
+
+
+def lift(x, like: Optional[ScalarType] = None) -> Value:
+    """Turn a Python number (or Value) into a Value, adopting the type `like` for literals."""
+    if isinstance(x, Value):
+        return x
+    import numpy as np
+
+    if isinstance(x, (bool, np.bool_)):
+        return Value(Const(bool(x), ScalarType.bool))
+    if isinstance(x, (int, np.integer)):
+        t = like if like is not None else ScalarType.index
+        if t.is_int or t is ScalarType.bool:
+            lo, hi = int_range(t)
+            if not lo <= int(x) <= hi:
+                raise LogicError(f"the constant {int(x)} does not fit in {t.name} (range {lo}..{hi})")
+        return Value(Const(int(x) if not t.is_float else float(x), t))
+    if isinstance(x, (float, np.floating)):
+        t = like if like is not None and like.is_float else None
+        if t is None:
+            if like is not None:
+                raise LogicError(
+                    f"mixed types: the float constant {x!r} meets a {like.name} value; "
+                    f"use acc.cast(value, acc.ScalarType.float32) (or another float type)")
+            t = ScalarType.float32
+        return Value(Const(float(x), t))
+    raise LogicError(f"cannot use {type(x).__name__} {x!r} in iteration logic")
+
+
+def _operand_types(op: str, a, b) -> tuple[Value, Value, ScalarType]:
+    if not isinstance(a, Value):
+        a = lift(a, b.element_type if isinstance(b, Value) else None)
+    if not isinstance(b, Value):
+        b = lift(b, a.element_type)
+    ta, tb = a.element_type, b.element_type
+    t = common_type(ta, tb)
+    if t is None:
+        raise LogicError(
+            f"mixed types in `{op}`: {_describe(ta)} and {_describe(tb)} do not convert to each "
+            f"other exactly; add an explicit acc.cast(...)")
+    return a, b, t
+
+
+def _coerce(v: Value, t: ScalarType) -> Expr:
+    return v.expr if v.element_type is t else Cast(v.expr, t)
+
+
+def binary(op: str, a, b) -> Value:
+    a, b, t = _operand_types(op, a, b)
+    if op in ("and", "or", "xor", "shl", "shr") and not (t.is_int or t is ScalarType.bool):
+        raise LogicError(f"bitwise `{op}` needs integer operands, got {t.name}")
+    if op in ("mod", "floordiv") and t is ScalarType.bool:
+        raise LogicError(f"`{op}` is not defined for bool operands")
+    ea, eb = _coerce(a, t), _coerce(b, t)
+    if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        return Value(BinOp(op, ea, eb, ScalarType.bool))
+    return Value(BinOp(op, ea, eb, t))
+
+
+def unary(op: str, a) -> Value:
+    a = lift(a)
+    if op == "invert" and not a.element_type.is_int:
+        raise LogicError(f"bitwise not needs an integer operand, got {a.element_type.name}")
+    return Value(UnOp(op, a.expr, a.element_type))
+
+
+def cast(value, element_type) -> Value:
+    from .array import scalar_type
+
+    t = scalar_type(element_type, "element_type")
+    v = lift(value, t)
+    if v.element_type is t:
+        return v
+    return Value(Cast(v.expr, t))
+
+
+def select(cond, a, b) -> Value:
+    c = lift(cond)
+    if c.element_type is not ScalarType.bool:
+        raise LogicError(f"acc.select needs a boolean condition, got {c.element_type.name}")
+    a, b, t = _operand_types("select", a, b)
+    return Value(Select(c.expr, _coerce(a, t), _coerce(b, t)))
+
+
+# -- indices ------------------------------------------------------------------------------
+
+class Index(Value):
+    """A loop index: a value inside logic and a dimension handle for schedules and plans."""
+
+    def __init__(self, name: str):
+        super().__init__(Var(name, ScalarType.index))
+        self.name = name
+
+    @property
+    def var(self) -> Var:
+        return self._expr  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"Index({self.name})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# -- array accesses and statements ----------------------------------------------------------
+
+@dataclass
+class _Update:
+    access: "Access"
+    op: str
+    value: Value
+
+
+_REDUCE_BY_INPLACE = {
+    "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
+    "__iand__": "and", "__ior__": "or", "__ixor__": "xor",
+}
+
+
+class Access(Value):
+    """`array[indices]` inside logic; its in-place operators record compound assignments."""
+
+    def __init__(self, array, indices: tuple):
+        self.array = array
+        self.indices = indices  # tuple of Value
+        super().__init__(Load(array.buffer, tuple(ix.expr for ix in indices)))
+
+    def _update(self, op, other):
+        other = lift(other, self.element_type)
+        return _Update(self, op, other)
+
+    def __iadd__(self, o): return self._update("add", o)
+    def __isub__(self, o): return self._update("sub", o)
+    def __imul__(self, o): return self._update("mul", o)
+    def __itruediv__(self, o): return self._update("div", o)
+    def __iand__(self, o): return self._update("and", o)
+    def __ior__(self, o): return self._update("or", o)
+    def __ixor__(self, o): return self._update("xor", o)
+
+
+@dataclass
+class LogicStatement:
+    """One captured statement with where it came from (for error messages)."""
+
+    store: Store
+    number: int
+    file: str
+    line: int
+    text: str
+
+    def describe(self) -> str:
+        loc = f"{self.file}:{self.line}" if self.line else self.file
+        return f"statement {self.number} (`{self.text}`, {loc})"
+
+
+class LogicCapture:
+    """Collects the statements of one `iteration_logic` call."""
+
+    _active: list = []
+
+    def __init__(self, nest, first_number: int = 1):
+        self.nest = nest
+        self.statements: list = []
+        self.first_number = first_number
+
+    def __enter__(self):
+        LogicCapture._active.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        LogicCapture._active.pop()
+        return False
+
+    @staticmethod
+    def current() -> Optional["LogicCapture"]:
+        return LogicCapture._active[-1] if LogicCapture._active else None
+
+    def record(self, array, indices: tuple, value, reduce: Optional[str]):
+        file, line, text = user_location()
+        number = self.first_number + len(self.statements)
+        where = LogicStatement(None, number, file, line, text)  # type: ignore[arg-type]
+        try:
+            t = array.element_type
+            v = lift(value, t)
+            if not widens_to(v.element_type, t):
+                raise LogicError(
+                    f"mixed types: a {v.element_type.name} value is assigned to {array.name}, "
+                    f"whose elements are {t.name}; use acc.cast(...)")
+            e = v.expr if v.element_type is t else Cast(v.expr, t)
+            store = Store(array.buffer, tuple(ix.expr for ix in indices), e, reduce)
+        except LogicError as err:
+            raise LogicError(f"{where.describe()}: {err}") from None
+        where.store = store
+        self.statements.append(where)
+        return where
+
+
+def record_assignment(array, key, value) -> None:
+    cap = LogicCapture.current()
+    if cap is None:
+        raise LogicError(
+            f"assignment to {array.name}[...] outside iteration logic: write array elements "
+            f"inside a function decorated with @nest.iteration_logic")
+    indices = array.normalize_indices(key)
+    if isinstance(value, _Update):
+        same = value.access.array is array and len(value.access.indices) == len(indices) and all(
+            a.expr == b.expr for a, b in zip(value.access.indices, indices))
+        if not same:
+            raise LogicError("a compound assignment must read and write the same element")
+        cap.record(array, indices, value.value, value.op)
+    else:
+        cap.record(array, indices, value, None)

@@ -1,0 +1,79 @@
+"""Names for user objects, read from the assignment that receives them (`A = acc.Array(...)`).
+
+Accera names parameters and dimensions after the variables they are assigned to; we do
+the same for arrays and indices so that printed loops and C code read like the script.
+Anything we cannot read falls back to a generated name.
+"""
+from __future__ import annotations
+
+import dis
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_STORE_OPS = {"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"}
+
+
+def user_frame():
+    """The innermost stack frame that is not inside the accpy package."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG_DIR + os.sep):
+        f = f.f_back
+    return f
+
+
+def user_location() -> tuple[str, int, str]:
+    """(file, line, source text) of the user code currently running."""
+    f = user_frame()
+    if f is None:
+        return ("<unknown>", 0, "")
+    import linecache
+
+    text = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return (f.f_code.co_filename, f.f_lineno, text)
+
+
+def assigned_names(with_kind: bool = False):
+    """Names the caller's caller assigns the result of the current call to.
+
+    Returns [] when the result is not stored directly in plain names. With `with_kind`,
+    returns (names, unpacked) where `unpacked` says the result is tuple-unpacked.
+    """
+    names, unpacked = _assignment()
+    return (names, unpacked) if with_kind else names
+
+
+def _assignment():
+    f = user_frame()
+    if f is None:
+        return [], False
+    try:
+        instrs = list(dis.get_instructions(f.f_code))
+    except Exception:  # pragma: no cover - exotic code objects
+        return [], False
+    # the instruction after the call currently executing
+    pos = None
+    for k, ins in enumerate(instrs):
+        if ins.offset > f.f_lasti:
+            pos = k
+            break
+    if pos is None:
+        return [], False
+    # skip cache/no-op entries between the call and the store
+    while pos < len(instrs) and instrs[pos].opname in ("CACHE", "PRECALL", "NOP", "EXTENDED_ARG"):
+        pos += 1
+    if pos >= len(instrs):
+        return [], False
+    ins = instrs[pos]
+    if ins.opname in _STORE_OPS:
+        return [ins.argval], False
+    if ins.opname == "UNPACK_SEQUENCE":
+        n = ins.argval
+        names = []
+        for ins2 in instrs[pos + 1:pos + 1 + n]:
+            if ins2.opname not in _STORE_OPS:
+                return [], False
+            names.append(ins2.argval)
+        return names, True
+    return [], False

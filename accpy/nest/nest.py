@@ -1,0 +1,101 @@
+"""`Nest`: a rectilinear iteration space and the logic run at each of its points."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import LogicError
+from ..ir.expr import Var
+from .array import Dimension, size_expr
+from .logic import Index, LogicCapture
+from .naming import assigned_names
+
+_DEFAULT_NAMES = "ijklmnopqrstuvwxyz"
+
+
+class Nest:
+    """`acc.Nest(shape)`: loops over `shape`, in order, running the iteration logic."""
+
+    def __init__(self, shape):
+        if isinstance(shape, (int, Dimension)):
+            shape = (shape,)
+        if not isinstance(shape, (list, tuple)) or not shape:
+            raise ValueError(f"shape: expected a non-empty list of sizes, got {shape!r}")
+        self._shape = tuple(shape)
+        self._extents = tuple(size_expr(s, f"shape[{k}]") for k, s in enumerate(shape))
+        names = [_DEFAULT_NAMES[k] if k < len(_DEFAULT_NAMES) else f"i{k}" for k in range(len(shape))]
+        self._indices = [Index(n) for n in names]
+        self.statements: list = []  # LogicStatement, in program order
+
+    # -- structure ----------------------------------------------------------------------
+    def get_shape(self) -> list:
+        return list(self._shape)
+
+    @property
+    def extents(self) -> tuple:
+        """Extents as index expressions (constants or runtime dimensions)."""
+        return self._extents
+
+    def get_indices(self):
+        names, unpacked = assigned_names(with_kind=True)
+        if len(names) == len(self._indices) and not self.statements:
+            for ix, n in zip(self._indices, names):
+                ix.name = n
+                ix._expr = Var(n, ix.var.dtype)
+        if len(self._indices) == 1:
+            return self._indices[0] if names and not unpacked else list(self._indices)
+        return tuple(self._indices)
+
+    @property
+    def indices(self) -> tuple:
+        return tuple(self._indices)
+
+    @property
+    def index_vars(self) -> tuple:
+        return tuple(ix.var for ix in self._indices)
+
+    def dimensions(self) -> list:
+        """Runtime dimensions used by the shape and the arrays of the logic."""
+        out: list = []
+        for s in self._shape:
+            if isinstance(s, Dimension) and s not in out:
+                out.append(s)
+        return out
+
+    # -- logic --------------------------------------------------------------------------
+    def iteration_logic(self, logic=None, predicate=None, placement=None):
+        """Decorator (repeatable): run `logic()` now and record its statements."""
+        if predicate is not None or placement is not None:
+            raise NotImplementedError("iteration_logic: predicate= and placement= are not supported; "
+                                      "use acc.select for conditional values")
+        if logic is None:
+            return lambda fn: self.iteration_logic(fn)
+        if not callable(logic):
+            raise TypeError(f"logic: expected a function, got {type(logic).__name__}")
+        with LogicCapture(self, first_number=len(self.statements) + 1) as cap:
+            logic()
+        if not cap.statements:
+            raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
+        from ..analysis.logic_check import check_statements
+
+        check_statements(self, cap.statements)
+        self.statements.extend(cap.statements)
+        return logic
+
+    # -- next stages --------------------------------------------------------------------
+    def create_schedule(self):
+        from ..schedule.schedule import Schedule
+
+        return Schedule(self)
+
+    def create_plan(self, target=None):
+        return self.create_schedule().create_plan(target)
+
+    def __repr__(self) -> str:
+        return f"Nest(shape={list(self._shape)}, {len(self.statements)} statements)"
+
+
+def index_position(nest: Nest, var: Var) -> Optional[int]:
+    for k, v in enumerate(nest.index_vars):
+        if v == var:
+            return k
+    return None

@@ -1,0 +1,89 @@
+"""Scalar functions usable inside iteration logic (`acc.max`, `acc.sqrt`, `acc.cast`, ...)."""
+from __future__ import annotations
+
+from ..errors import LogicError
+from ..ir.expr import BinOp, Call, UnOp
+from ..ir.types import ScalarType
+from .logic import Value, _coerce, _operand_types, binary, cast, lift, select
+
+__all__ = ["max", "min", "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "tanh", "sin",
+           "cos", "tan", "sinh", "cosh", "floor", "ceil", "round", "cast", "select",
+           "logical_and", "logical_or", "logical_not"]
+
+_builtin_max, _builtin_min, _builtin_abs, _builtin_round = max, min, abs, round
+
+
+def max(a, b) -> Value:  # noqa: A001 - Accera's name
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return _builtin_max(a, b)
+    return binary("max", a, b)
+
+
+def min(a, b) -> Value:  # noqa: A001
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return _builtin_min(a, b)
+    return binary("min", a, b)
+
+
+def abs(a) -> Value:  # noqa: A001
+    if not isinstance(a, Value):
+        return _builtin_abs(a)
+    if a.element_type is ScalarType.bool:
+        raise LogicError("acc.abs needs a numeric operand, got bool")
+    return Value(Call("abs", (a.expr,), a.element_type))
+
+
+def _float_fn(name: str):
+    def fn(a) -> Value:
+        v = lift(a)
+        if not v.element_type.is_float:
+            raise LogicError(f"acc.{name} needs a floating-point operand, got {v.element_type.name}; "
+                             f"use acc.cast(x, acc.ScalarType.float32)")
+        return Value(Call(name, (v.expr,), v.element_type))
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name} of a floating-point value (same type as its operand)."
+    return fn
+
+
+sqrt = _float_fn("sqrt")
+exp = _float_fn("exp")
+fast_exp = exp
+log = _float_fn("log")
+log2 = _float_fn("log2")
+log10 = _float_fn("log10")
+tanh = _float_fn("tanh")
+sin = _float_fn("sin")
+cos = _float_fn("cos")
+tan = _float_fn("tan")
+sinh = _float_fn("sinh")
+cosh = _float_fn("cosh")
+floor = _float_fn("floor")
+ceil = _float_fn("ceil")
+round = _float_fn("round")  # noqa: A001 - rounds half to even, like numpy.rint
+
+
+def _bool(x) -> Value:
+    v = lift(x)
+    if v.element_type is not ScalarType.bool:
+        raise LogicError(f"a logical operation needs boolean operands, got {v.element_type.name}")
+    return v
+
+
+def logical_and(a, b) -> Value:
+    a, b = _bool(a), _bool(b)
+    return Value(BinOp("land", a.expr, b.expr, ScalarType.bool))
+
+
+def logical_or(a, b) -> Value:
+    a, b = _bool(a), _bool(b)
+    return Value(BinOp("lor", a.expr, b.expr, ScalarType.bool))
+
+
+def logical_not(a) -> Value:
+    a = _bool(a)
+    return Value(UnOp("not", a.expr, ScalarType.bool))
+
+
+# keep the imported helpers referenced for linters
+_ = (_coerce, _operand_types, cast, select)

@@ -1,0 +1,163 @@
+"""The iteration-space model: ordered dims with extents, per-nest index maps, constraints.
+
+A schedule is a rectilinear box of `dims` (the loop order) plus, for each nest it runs
+(a *part*; several after fusing), an affine map from the nest's indices to the dims.
+A point of the box is a *real* iteration of part p exactly when its `constraints(p)`
+hold: the nest's domain pulled back through the map, the intrinsic range of split
+inner dims and, after fusing, `f == p`. Everything else is padding.
+
+Every transform is a substitution on this model; nothing replays transform history.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..ir.affine import Affine, to_affine, upper_bound_constraints
+from ..ir.expr import Const, Expr, Var, ceildiv, idx_op
+from ..ir.types import ScalarType
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One loop of the schedule. `index` is the user's handle for it."""
+
+    index: object  # nest.logic.Index
+    var: Var
+    extent: Expr
+    step: int = 1  # stride of the loop in the coordinates of the index it was split from
+    parent: object = None  # for a split inner dim: the handle of the dim it was split from
+    origin: str = "nest"  # nest | split | fuse
+    stop: Optional[Expr] = None  # display: the range end of the index it stands for
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+
+@dataclass(frozen=True)
+class Part:
+    """The logic of one nest inside the space, and where its iterations sit."""
+
+    nest: object
+    index_map: dict  # nest index Var -> Affine over dim vars
+    statements: tuple  # LogicStatement
+    extents: dict  # nest index Var -> Affine extent (constant or runtime dimension)
+    constraints: tuple = ()  # extra constraints of this part only (e.g. f == p)
+
+
+@dataclass(frozen=True)
+class IterationSpace:
+    dims: tuple  # of Dim, in loop order
+    parts: tuple  # of Part
+    constraints: tuple = ()  # common constraints over dim vars (split sizes)
+    attrs: tuple = field(default=())  # (key, value) annotations, e.g. skew unroll thresholds
+
+    # -- construction -------------------------------------------------------------------
+    @staticmethod
+    def of_nest(nest) -> "IterationSpace":
+        dims = []
+        imap = {}
+        for ix, ext in zip(nest.indices, nest.extents):
+            v = Var(ix.name, ScalarType.index)
+            dims.append(Dim(ix, v, ext, stop=ext))
+            imap[ix.var] = Affine.var(v)
+        extents = {ix.var: to_affine(e) for ix, e in zip(nest.indices, nest.extents)}
+        part = Part(nest, imap, tuple(nest.statements), extents)
+        return IterationSpace(tuple(dims), (part,))
+
+    # -- queries ------------------------------------------------------------------------
+    def position(self, handle) -> Optional[int]:
+        for k, d in enumerate(self.dims):
+            if d.index is handle:
+                return k
+        return None
+
+    def dim(self, handle) -> Dim:
+        k = self.position(handle)
+        if k is None:
+            raise ValueError("Unknown index!")
+        return self.dims[k]
+
+    @property
+    def vars(self) -> tuple:
+        return tuple(d.var for d in self.dims)
+
+    def box_constraints(self) -> list:
+        out = []
+        for d in self.dims:
+            out.append(Affine.var(d.var))
+            ub = upper_bound_constraints(d.var, d.extent)
+            if ub is not None:
+                out.extend(ub)
+        return out
+
+    def part_constraints(self, p: int) -> list:
+        """Constraints (over dim vars and runtime sizes) marking the real points of part p."""
+        part = self.parts[p]
+        out = list(self.constraints) + list(part.constraints)
+        for x, a in part.index_map.items():
+            out.append(a)  # 0 <= x
+            out.append(part.extents[x] - a - 1)  # x <= N - 1
+        return out
+
+    def attr(self, key, default=None):
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    # -- transforms ---------------------------------------------------------------------
+    def substitute(self, mapping: dict) -> "IterationSpace":
+        parts = tuple(dataclasses.replace(
+            p, index_map={x: a.subs(mapping) for x, a in p.index_map.items()},
+            constraints=tuple(c.subs(mapping) for c in p.constraints)) for p in self.parts)
+        cons = tuple(c.subs(mapping) for c in self.constraints)
+        return dataclasses.replace(self, parts=parts, constraints=cons)
+
+    def split(self, handle, size: int, inner_index) -> "IterationSpace":
+        k = self.position(handle)
+        d = self.dims[k]
+        inner_var = Var(inner_index.name, ScalarType.index)
+        inner = Dim(inner_index, inner_var, Const(size), step=d.step, parent=handle, origin="split",
+                    stop=Const(size * d.step) if size * d.step else None)
+        outer = dataclasses.replace(d, extent=ceildiv(d.extent, size), step=d.step * size)
+        sp = self.substitute({d.var: Affine.var(d.var, size) + Affine.var(inner_var)})
+        dims = list(self.dims)
+        dims[k] = outer
+        dims.insert(k + 1, inner)
+        cons = sp.constraints + (Affine.constant(size - 1) - Affine.var(inner_var),)
+        return dataclasses.replace(sp, dims=tuple(dims), constraints=cons)
+
+    def skew(self, handle, reference) -> "IterationSpace":
+        k, r = self.position(handle), self.position(reference)
+        d, rd = self.dims[k], self.dims[r]
+        # (N, M) -> (N + M - 1, M): point (i, j) moves to (i + j, j)
+        sp = self.substitute({d.var: Affine.var(d.var) - Affine.var(rd.var)})
+        ext = idx_op("sub", idx_op("add", d.extent, rd.extent), Const(1))
+        dims = list(sp.dims)
+        dims[k] = dataclasses.replace(d, extent=ext, stop=None)
+        return dataclasses.replace(sp, dims=tuple(dims))
+
+    def pad(self, handle, size: int) -> "IterationSpace":
+        k = self.position(handle)
+        d = self.dims[k]
+        sp = self.substitute({d.var: Affine.var(d.var) - size})
+        dims = list(sp.dims)
+        dims[k] = dataclasses.replace(d, extent=idx_op("add", d.extent, Const(size)), stop=None)
+        return dataclasses.replace(sp, dims=tuple(dims))
+
+    def reorder(self, handles) -> "IterationSpace":
+        dims = tuple(self.dim(h) for h in handles)
+        return dataclasses.replace(self, dims=dims)
+
+    def with_attr(self, key, value) -> "IterationSpace":
+        return dataclasses.replace(self, attrs=self.attrs + ((key, value),))
+
+    def shape(self) -> list:
+        out = []
+        for d in self.dims:
+            a = to_affine(d.extent)
+            out.append(a.const if a is not None and a.is_const else d.extent)
+        return out

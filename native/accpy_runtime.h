@@ -1,0 +1,115 @@
+/* accpy runtime: the scalar semantics of emitted kernels, and their error channel.
+ *
+ * Every operation whose C behaviour is undefined or surprising gets a defined meaning
+ * here, and the Python reference evaluator (accpy/nest/reference.py) implements the same:
+ *   - integer arithmetic wraps (kernels are compiled with -fwrapv);
+ *   - integer division truncates; a zero divisor gives 0 (numpy's result), MIN / -1 wraps;
+ *   - `//` and `%` round toward minus infinity (Python), for floats too;
+ *   - shift counts are taken modulo the bit width;
+ *   - float -> integer casts truncate, saturate at the type's range, and map NaN to 0;
+ *   - round() rounds half to even (numpy.rint).
+ */
+#ifndef ACCPY_RUNTIME_H
+#define ACCPY_RUNTIME_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__cplusplus)
+#define ACCPY_RESTRICT __restrict__
+#else
+#define ACCPY_RESTRICT restrict
+#endif
+
+#define ACCPY_INLINE static inline __attribute__((always_inline, unused))
+
+/* ---- index arithmetic (int64) ------------------------------------------------------ */
+ACCPY_INLINE int64_t accpy_floordiv_index(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+ACCPY_INLINE int64_t accpy_min_index(int64_t a, int64_t b) { return a < b ? a : b; }
+ACCPY_INLINE int64_t accpy_max_index(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* ---- integer element types ----------------------------------------------------------- */
+#define ACCPY_INT_HELPERS(T, UT, BITS, SFX, TMIN, TMAX)                                      \
+    ACCPY_INLINE T accpy_div_##SFX(T a, T b) {                                               \
+        if (b == 0) return 0;                                                                 \
+        if ((TMIN) != 0 && b == (T)-1) return (T)(0 - (UT)a);                                 \
+        return (T)(a / b);                                                                    \
+    }                                                                                         \
+    ACCPY_INLINE T accpy_floordiv_##SFX(T a, T b) {                                          \
+        if (b == 0) return 0;                                                                 \
+        if ((TMIN) != 0 && b == (T)-1) return (T)(0 - (UT)a);                                 \
+        T q = (T)(a / b);                                                                     \
+        return ((T)(a % b) != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;                    \
+    }                                                                                         \
+    ACCPY_INLINE T accpy_mod_##SFX(T a, T b) {                                               \
+        if (b == 0 || ((TMIN) != 0 && b == (T)-1)) return 0;                                 \
+        T r = (T)(a % b);                                                                     \
+        return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;                             \
+    }                                                                                         \
+    ACCPY_INLINE T accpy_shl_##SFX(T a, T b) { return (T)((UT)a << ((UT)b & (BITS - 1))); }  \
+    ACCPY_INLINE T accpy_shr_##SFX(T a, T b) { return (T)(a >> ((UT)b & (BITS - 1))); }      \
+    ACCPY_INLINE T accpy_abs_##SFX(T a) { return (TMIN) != 0 && a < 0 ? (T)(0 - (UT)a) : a; } \
+    ACCPY_INLINE T accpy_min_##SFX(T a, T b) { return a < b ? a : b; }                        \
+    ACCPY_INLINE T accpy_max_##SFX(T a, T b) { return a > b ? a : b; }                        \
+    ACCPY_INLINE T accpy_from_f64_##SFX(double x) {                                           \
+        if (x != x) return 0;                                                                 \
+        if (x <= (double)(TMIN)) return (TMIN);                                               \
+        if (x >= (double)(TMAX)) return (TMAX);                                               \
+        return (T)x;                                                                          \
+    }
+
+ACCPY_INT_HELPERS(int8_t, uint8_t, 8, i8, INT8_MIN, INT8_MAX)
+ACCPY_INT_HELPERS(int16_t, uint16_t, 16, i16, INT16_MIN, INT16_MAX)
+ACCPY_INT_HELPERS(int32_t, uint32_t, 32, i32, INT32_MIN, INT32_MAX)
+ACCPY_INT_HELPERS(int64_t, uint64_t, 64, i64, INT64_MIN, INT64_MAX)
+ACCPY_INT_HELPERS(uint8_t, uint8_t, 8, u8, 0, UINT8_MAX)
+ACCPY_INT_HELPERS(uint16_t, uint16_t, 16, u16, 0, UINT16_MAX)
+ACCPY_INT_HELPERS(uint32_t, uint32_t, 32, u32, 0, UINT32_MAX)
+ACCPY_INT_HELPERS(uint64_t, uint64_t, 64, u64, 0, UINT64_MAX)
+
+/* ---- floating point ---------------------------------------------------------------- */
+ACCPY_INLINE float accpy_mod_f32(float a, float b) {
+    float r = fmodf(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+ACCPY_INLINE double accpy_mod_f64(double a, double b) {
+    double r = fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+ACCPY_INLINE float accpy_floordiv_f32(float a, float b) { return floorf((a - accpy_mod_f32(a, b)) / b); }
+ACCPY_INLINE double accpy_floordiv_f64(double a, double b) { return floor((a - accpy_mod_f64(a, b)) / b); }
+ACCPY_INLINE float accpy_min_f32(float a, float b) { return a < b ? a : b; }
+ACCPY_INLINE float accpy_max_f32(float a, float b) { return a > b ? a : b; }
+ACCPY_INLINE double accpy_min_f64(double a, double b) { return a < b ? a : b; }
+ACCPY_INLINE double accpy_max_f64(double a, double b) { return a > b ? a : b; }
+
+/* ---- error channel ------------------------------------------------------------------ */
+/* Each library has its own copy (static); the package exports `<package>_last_error()`. */
+static __thread char accpy_error_text[2048];
+static __thread int accpy_error_flag;
+
+__attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(accpy_error_text, sizeof accpy_error_text, fmt, ap);
+    va_end(ap);
+    accpy_error_flag = 1;
+}
+
+__attribute__((unused)) static const char* accpy_take_error(void) {
+    if (!accpy_error_flag) return NULL;
+    accpy_error_flag = 0;
+    return accpy_error_text;
+}
+
+#endif /* ACCPY_RUNTIME_H */
