@@ -1,7 +1,17 @@
-"""accpy: fast, verified loop-nest kernels from Python (Accera-compatible API)."""
+"""accpy: fast, verified loop-nest kernels from Python (Accera-compatible API).
+
+    Nest (what to compute) -> Schedule (in which order) -> Plan (how, on a target)
+    -> Package (a native library, a header, a HAT file and a Python module)
+"""
 from .errors import CompileError, KernelError, LogicError, ScheduleError
 from .ir.types import ScalarType
 from .nest.array import Array, Dimension, Role, Scalar, create_dimensions
 from .nest.nest import Nest
 from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, floor, log, log2, log10, logical_and,
                        logical_not, logical_or, max, min, round, select, sin, sinh, sqrt, tan, tanh)
+from .package import BuiltPackage, Format, Mode, Package, Platform, load
+from .plan import Plan
+from .schedule.schedule import Schedule
+from .targets import Target
+
+__version__ = "0.1.0"

@@ -34,6 +34,10 @@ class Schedule:
     def nests(self) -> list:
         return [p.nest for p in self._space.parts]
 
+    def default_schedule(self) -> "Schedule":
+        """The same logic in its original order (the oracle DEBUG mode compares against)."""
+        return Schedule(self._nest)
+
     def get_indices(self) -> list:
         return [d.index for d in self._space.dims]
 

@@ -1,0 +1,184 @@
+"""Compile and link emitted C, through a content-addressed build cache.
+
+The cache key is a hash of the source text, the flags and the compiler's identity, so an
+unchanged rebuild costs a hash and a copy. Entries are built in a private temporary
+directory and published with an atomic rename; outputs are written to a temporary file
+and renamed into place, so concurrent builds into one directory never see torn files.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..errors import CompileError
+from .paths import cache_dir
+
+CC = os.environ.get("ACCPY_CC", "gcc")
+CXX = os.environ.get("ACCPY_CXX", "g++")
+
+BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-w"]
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return out.stdout.splitlines()[0] if out.stdout else cc
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"the C compiler `{cc}` cannot be run: {e}") from None
+
+
+def cache_key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def write_atomic(path: Path, data) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def copy_atomic(src: Path, dst: Path) -> None:
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix="." + dst.name + ".", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _run(cmd: list, display_path: str, src_path: str, what: str) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        msg = (p.stderr or p.stdout).replace(src_path, display_path)
+        raise CompileError(f"{what} failed for {display_path}:\n{msg}\ncommand: {' '.join(cmd)}")
+
+
+@dataclass
+class Library:
+    key: str
+    shared: Path
+    static: Optional[Path]
+    cached: bool
+    seconds: float
+    flags: list
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        # another process published the same entry first: theirs is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compile_c(source: str, flags: list, display_path: str, openmp: bool = False) -> Library:
+    """Compile C source into a shared library and a static archive (cached)."""
+    cflags = BASE_CFLAGS + list(flags) + (["-fopenmp"] if openmp else [])
+    key = cache_key(source, " ".join(cflags), compiler_identity(CC))
+    final = cache_dir() / "lib" / key
+    so, ar = final / "lib.so", final / "lib.a"
+    if so.exists() and ar.exists():
+        return Library(key, so, ar, True, 0.0, cflags)
+    t0 = time.perf_counter()
+    (cache_dir() / "lib").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "lib", prefix=".build-"))
+    try:
+        src = tmp / "kernel.c"
+        src.write_text(source)
+        obj = tmp / "kernel.o"
+        _run([CC, *cflags, "-c", str(src), "-o", str(obj)], display_path, str(src), "compiling")
+        _run([CC, "-shared", str(obj), "-o", str(tmp / "lib.so"), "-lm"] + (["-fopenmp"] if openmp else []),
+             display_path, str(src), "linking")
+        _run(["ar", "rcs", str(tmp / "lib.a"), str(obj)], display_path, str(src), "archiving")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Library(key, so, ar, False, time.perf_counter() - t0, cflags)
+
+
+def compile_cxx_module(source: str, flags: list, link_dir: Path, link_name: str, display_path: str) -> tuple:
+    """Compile a pybind11 module linked against `lib<link_name>.so` (cached). Returns (path, seconds, cached)."""
+    import sysconfig
+
+    import pybind11
+
+    from .paths import native_dir
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    cxxflags = ["-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-w",
+                f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{native_dir()}"] + list(flags)
+    key = cache_key(source, " ".join(cxxflags), link_name, compiler_identity(CXX))
+    final = cache_dir() / "mod" / key
+    out = final / f"module{suffix}"
+    if out.exists():
+        return out, 0.0, True
+    t0 = time.perf_counter()
+    (cache_dir() / "mod").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "mod", prefix=".build-"))
+    try:
+        src = tmp / "module.cpp"
+        src.write_text(source)
+        _run([CXX, *cxxflags, str(src), "-o", str(tmp / f"module{suffix}"), f"-L{link_dir}", f"-l{link_name}",
+              "-Wl,-rpath,$ORIGIN"], display_path, str(src), "compiling the Python module")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out, time.perf_counter() - t0, False
+
+
+def compile_cxx_module_standalone() -> Path:
+    """Build accpy._binder from native/binder.cpp into the cache (when not built at install)."""
+    import sysconfig
+
+    import pybind11
+
+    from .paths import native_dir
+
+    src = (native_dir() / "binder.cpp").read_text() + (native_dir() / "accpy_pyargs.hpp").read_text()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    flags = ["-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-w",
+             f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{native_dir()}"]
+    key = cache_key(src, " ".join(flags), compiler_identity(CXX))
+    final = cache_dir() / "binder" / key
+    out = final / f"_binder{suffix}"
+    if out.exists():
+        return out
+    (cache_dir() / "binder").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "binder", prefix=".build-"))
+    try:
+        _run([CXX, *flags, str(native_dir() / "binder.cpp"), "-o", str(tmp / f"_binder{suffix}"), "-ldl"],
+             "native/binder.cpp", str(native_dir() / "binder.cpp"), "compiling the binder")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -1,0 +1,137 @@
+"""The HAT file: valid C (the declarations) and valid TOML (the metadata) at once.
+
+Lines starting with `#` are TOML comments, so the C preprocessor and a TOML parser each
+see only their own part. Loadable by the `hatlib` package.
+"""
+from __future__ import annotations
+
+import json
+import platform
+
+from .signature import KIND_ARRAY, KIND_DIM
+from .sources import declarations
+
+
+def _s(v: str) -> str:
+    """A TOML basic string (JSON string escapes are valid TOML)."""
+    return json.dumps(v)
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
+    return _s(str(v))
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else _s(k)
+
+
+def _arg_table(info) -> dict:
+    t = {"name": info.name, "description": "", }
+    if info.kind == KIND_ARRAY:
+        runtime = any(isinstance(s, str) for s in info.shape)
+        t["logical_type"] = "runtime_array" if runtime else "affine_array"
+        t["declared_type"] = info.hat_declared_type()
+        t["element_type"] = info.dtype.hat_name
+        t["usage"] = info.role
+        if runtime:
+            t["size"] = "*".join(str(s) for s in info.shape)
+        else:
+            t["shape"] = list(info.shape)
+            t["affine_map"] = list(info.strides)
+            t["affine_offset"] = 0
+    else:
+        t["logical_type"] = "element"
+        t["declared_type"] = info.hat_declared_type()
+        t["element_type"] = info.dtype.hat_name
+        t["usage"] = "input"
+    # accpy's own keys (ignored by other readers): enough to rebuild the signature exactly
+    t["accpy_kind"] = {0: "array", 1: "scalar", 2: "dimension"}[info.kind]
+    t["accpy_role"] = info.role
+    t["accpy_shape"] = [s if isinstance(s, int) else str(s) for s in info.shape]
+    t["accpy_layout"] = info.layout
+    t["accpy_strides"] = list(info.strides)
+    return t
+
+
+def hat_text(pkg_name: str, functions, description: dict, library_file: str, static_file: str,
+             compiler: str, flags: list, openmp: bool, target) -> str:
+    guard = pkg_name.replace(".", "_")
+    out = [f"#ifndef __{guard}__", f"#define __{guard}__", "", "#ifdef TOML", ""]
+    desc = {"comment": description.get("comment", ""), "author": description.get("author", ""),
+            "version": description.get("version", ""), "license_url": description.get("license", "")}
+    out.append("[description]")
+    for k, v in desc.items():
+        out.append(f"{k} = {_value(v)}")
+    aux = description.get("auxiliary") or {}
+    if aux:
+        out.append("")
+        out.append("[description.auxiliary]")
+        for k, v in aux.items():
+            out.append(f"{_key(k)} = {_value(v)}")
+    for pf in functions:
+        out.append("")
+        out.append(f"[functions.{pf.name}]")
+        out.append(f"name = {_s(pf.name)}")
+        out.append(f"description = {_s(pf.description or '')}")
+        out.append('calling_convention = "cdecl"')
+        out.append("arguments = [")
+        for info in pf.infos:
+            out.append(f"    {_value(_arg_table(info))},")
+        out.append("]")
+        out.append('return = {name = "", description = "", logical_type = "void", declared_type = "void", '
+                   'element_type = "void", usage = "output"}')
+        out.append("")
+        out.append(f"[functions.{pf.name}.auxiliary.accpy]")
+        out.append(f"base_name = {_s(pf.base_name)}")
+        out.append(f"parameters = {_value({k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in (pf.parameters or {}).items()})}")
+        dims = [i.name for i in pf.infos if i.kind == KIND_DIM]
+        out.append(f"dimensions = {_value(dims)}")
+    out.append("")
+    out.append("[target.required]")
+    out.append(f"os = {_s(platform.system().lower())}")
+    out.append("")
+    out.append("[target.required.CPU]")
+    out.append(f"architecture = {_s(platform.machine())}")
+    out.append(f"extensions = {_value(['+' + e for e in target.required_features()])}")
+    out.append("")
+    out.append("[target.optimized_for]")
+    out.append(f"name = {_s(target.name)}")
+    out.append(f"family = {_s(target.family)}")
+    out.append("")
+    out.append("[dependencies]")
+    out.append(f"link_target = {_s(library_file)}")
+    out.append("deploy_files = []")
+    dyn = [{"name": "gomp", "version": "", "target_file": "libgomp.so.1"}] if openmp else []
+    out.append(f"dynamic = {_value(dyn)}")
+    out.append("")
+    out.append("[dependencies.auxiliary]")
+    out.append(f"dynamic = {_s(library_file)}")
+    out.append(f"static = {_s(static_file)}")
+    out.append("")
+    out.append("[compiled_with]")
+    out.append(f"compiler = {_s(compiler)}")
+    out.append(f"flags = {_s(' '.join(flags))}")
+    out.append('crt = ""')
+    out.append("libraries = []")
+    out.append("")
+    out.append("[declaration]")
+    out.append("code = '''")
+    out.append("#endif // TOML")
+    out.append(declarations(pkg_name, functions))
+    out.append("#ifdef TOML")
+    out.append("'''")
+    out.append("")
+    out.append("#endif // TOML")
+    out.append("")
+    out.append(f"#endif // __{guard}__")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,147 @@
+"""Calling built packages from Python: `acc.load(...)` and the object `Package.build` returns."""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import tomllib
+from pathlib import Path
+from typing import Optional
+
+from ..ir.types import ScalarType
+from .signature import KIND_ARRAY, KIND_DIM, KIND_SCALAR, ArgInfo, position_map
+
+_BINDER = None
+
+
+def get_binder():
+    """accpy._binder, built at install; compiled into the cache if missing (e.g. a bare checkout)."""
+    global _BINDER
+    if _BINDER is not None:
+        return _BINDER
+    try:
+        from .. import _binder  # type: ignore[attr-defined]
+
+        _BINDER = _binder
+        return _BINDER
+    except ImportError:
+        pass
+    from .compile import compile_cxx_module_standalone
+
+    path = compile_cxx_module_standalone()
+    spec = importlib.util.spec_from_file_location("accpy._binder", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    _BINDER = mod
+    return mod
+
+
+def stable_library_path(lib: Path) -> Path:
+    """A content-addressed copy of a library, so that reloading after a rebuild is never stale."""
+    from .compile import copy_atomic
+    from .paths import cache_dir
+
+    digest = hashlib.sha256(Path(lib).read_bytes()).hexdigest()[:32]
+    dst = cache_dir() / "loaded" / f"{digest}.so"
+    if not dst.exists():
+        copy_atomic(lib, dst)
+    return dst
+
+
+class BuiltPackage:
+    """A built package: each function is an attribute (full name and base-name alias).
+
+    Functions take numpy arrays, validate every argument, release the GIL while running
+    and raise `acc.KernelError` if the kernel reports a problem.
+    """
+
+    def __init__(self, name: str, output_dir: Path, library: Path, functions: list, files: dict,
+                 module_build=None):
+        self.name = name
+        self.output_dir = Path(output_dir)
+        self.files = files
+        self._module_build = module_build
+        self._functions = {}
+        binder = get_binder()
+        lib = str(stable_library_path(library))
+        for full, base, infos in functions:
+            pos = position_map(infos)
+            k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos])
+            self._functions[full] = k
+            if base and base not in self._functions:
+                self._functions[base] = k
+
+    def __getattr__(self, item):
+        fns = self.__dict__.get("_functions", {})
+        if item in fns:
+            return fns[item]
+        raise AttributeError(f"package {self.__dict__.get('name')!r} has no function {item!r}; "
+                             f"it has {sorted(fns)}")
+
+    def __getitem__(self, item):
+        return self._functions[item]
+
+    @property
+    def function_names(self) -> list:
+        return list(self._functions)
+
+    def python_module(self, wait: bool = True):
+        """Import the package's own pybind11 module (waiting for its build if needed)."""
+        if self._module_build is not None and wait:
+            self._module_build.wait()
+        path = self.files.get("python_module")
+        if path is None or not Path(path).exists():
+            raise FileNotFoundError(f"the Python module of {self.name} was not built "
+                                    f"(build with python_module='sync' or 'async')")
+        loader = importlib.machinery.ExtensionFileLoader(self.name, str(path))
+        spec = importlib.util.spec_from_file_location(self.name, str(path), loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        return mod
+
+    def __repr__(self):
+        return f"<accpy package {self.name} at {self.output_dir}: {', '.join(self._functions)}>"
+
+
+def _infos_from_hat(fn_table: dict) -> list:
+    infos = []
+    for a in fn_table["arguments"]:
+        kind = {"array": KIND_ARRAY, "scalar": KIND_SCALAR, "dimension": KIND_DIM}[a["accpy_kind"]]
+        et = a["element_type"]
+        dtype = {"float": ScalarType.float32, "double": ScalarType.float64, "float16_t": ScalarType.float16,
+                 "bfloat16_t": ScalarType.bfloat16}.get(et)
+        if dtype is None:
+            dtype = ScalarType.index if kind == KIND_DIM else ScalarType(et.replace("_t", ""))
+        infos.append(ArgInfo(a["name"], kind, dtype, tuple(a["accpy_shape"]), a["accpy_layout"],
+                             tuple(a["accpy_strides"]), a["accpy_role"]))
+    return infos
+
+
+def load(path, name: Optional[str] = None) -> BuiltPackage:
+    """Load a built package: a `.hat` path, or a directory (with `name`)."""
+    p = Path(path)
+    if p.is_dir():
+        if name is None:
+            hats = sorted(p.glob("*.hat"))
+            if len(hats) != 1:
+                raise ValueError(f"path: {p} holds {len(hats)} .hat files; pass name=")
+            p = hats[0]
+        else:
+            p = p / f"{name}.hat"
+    elif p.suffix != ".hat":
+        p = p.with_suffix(".hat")
+    if not p.exists():
+        raise FileNotFoundError(f"no package at {p}")
+    meta = tomllib.loads(p.read_text())
+    pkg_name = p.stem
+    functions = []
+    for full, table in meta.get("functions", {}).items():
+        base = table.get("auxiliary", {}).get("accpy", {}).get("base_name", "")
+        functions.append((full, base, _infos_from_hat(table)))
+    lib = p.parent / meta["dependencies"]["link_target"]
+    files = {"hat": p, "shared": lib}
+    mod = sorted(p.parent.glob(f"{pkg_name}.cpython-*.so"))
+    if mod:
+        files["python_module"] = mod[0]
+    return BuiltPackage(pkg_name, p.parent, lib, functions, files)
+

@@ -1,0 +1,253 @@
+"""`Package`: functions added from nests, schedules or plans, built into a native library.
+
+Outputs of `build(name)` in `output_dir`: `name.c` (always kept), `name.h`, `name.hat`,
+`libname.so`, `name.a`, and the pybind11 module `name.cpython-*.so`.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+from .compile import CC, compile_c, compile_cxx_module, copy_atomic, write_atomic
+from .hat import hat_text
+from .loader import BuiltPackage
+from .pymodule import ModuleBuild, module_source
+from .signature import describe_arguments, function_hash
+from .sources import c_source, header
+
+
+class Format(enum.Flag):
+    HAT_DYNAMIC = enum.auto()
+    HAT_STATIC = enum.auto()
+    HAT_SOURCE = enum.auto()
+    MLIR_DYNAMIC = enum.auto()
+    MLIR_STATIC = enum.auto()
+    MLIR_SOURCE = enum.auto()
+    MLIR_VERBOSE = enum.auto()
+    DEFAULT = HAT_DYNAMIC | HAT_STATIC
+    MLIR = MLIR_SOURCE
+
+
+class Mode(enum.Enum):
+    RELEASE = "release"
+    DEBUG = "debug"
+
+
+class Platform(enum.Enum):
+    HOST = "host"
+    WINDOWS = "windows"
+    LINUX = "linux"
+    MACOS = "macos"
+    MACOS_ARM64 = "macos_arm64"
+    ANDROID = "android"
+    IOS = "ios"
+    RASPBIAN = "raspbian"
+
+
+def _plan_of(source):
+    from ..nest.nest import Nest
+    from ..plan.plan import Plan
+    from ..schedule.schedule import Schedule
+
+    if isinstance(source, Plan):
+        return source
+    if isinstance(source, Schedule):
+        return source.create_plan()
+    if isinstance(source, Nest):
+        return source.create_schedule().create_plan()
+    raise ValueError(f"source: expected an acc.Nest, Schedule or Plan, got {type(source).__name__}")
+
+
+class PackageFunction:
+    """One function of a package: a plan bound to an argument list, with a stable name."""
+
+    def __init__(self, plan, args, base_name: str, parameters: dict, description: str = "", auxiliary=None):
+        self.plan = plan
+        self.args = tuple(args)
+        self.base_name = base_name
+        self.parameters = dict(parameters or {})
+        self.description = description
+        self.auxiliary = auxiliary or {}
+        self.infos = describe_arguments(self.args)
+        self._check_arguments_cover_logic()
+        h = function_hash(base_name, self.target.describe(), self.parameters, self.infos)
+        self.name = f"{base_name}_{h}" if base_name else f"_{h}"
+
+    @property
+    def target(self):
+        return self.plan.target
+
+    def _check_arguments_cover_logic(self):
+        from ..analysis.logic_check import accesses_of
+
+        given = {id(i.obj) for i in self.infos}
+        for part in self.plan.schedule.space.parts:
+            for st in part.statements:
+                for buf, _, _ in accesses_of(st.store):
+                    if buf.role in ("temp", "const"):
+                        continue
+                    if id(buf) not in given:
+                        raise ValueError(f"args: the array {buf.name} is used by the logic "
+                                         f"({st.describe()}) but is not among the arguments")
+            for ext in part.nest.extents:
+                from ..ir.visitor import free_vars
+
+                for v in free_vars(ext):
+                    if id(v) not in given:
+                        raise ValueError(f"args: the runtime dimension {v.name} sizes the nest but is not "
+                                         f"among the arguments")
+
+    def lowered(self, name: str):
+        """The scheduled function named `name` (lowered once, then reused)."""
+        import dataclasses
+
+        from ..lower import lower_function
+
+        if getattr(self, "_lowered", None) is None:
+            self._lowered = lower_function(self.plan, name, self.args)
+        return dataclasses.replace(self._lowered, name=name)
+
+    def lowered_reference(self, name: str):
+        """The unscheduled nest (default order, no plan): DEBUG mode's oracle."""
+        from ..lower import lower_function
+        from ..plan.plan import Plan
+
+        default = self.plan.schedule.default_schedule()
+        return lower_function(Plan(default, self.plan.target), name, self.args)
+
+
+class Package:
+    Format = Format
+    Mode = Mode
+    Platform = Platform
+
+    def __init__(self):
+        self._functions: list = []
+        self._description: dict = {}
+
+    def add(self, source, args=None, base_name: str = "", parameters=None, function_opts=None, auxiliary=None):
+        """Add a function; returns it (its `.name` is `base_name_<16 hex digits>`)."""
+        plan = _plan_of(source)
+        if args is None or not isinstance(args, (tuple, list)):
+            raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
+        if base_name and not (base_name.isidentifier() and base_name.isascii()):
+            raise ValueError(f"base_name: {base_name!r} is not a valid C identifier")
+        if parameters is not None and not isinstance(parameters, (dict, list)):
+            raise TypeError("parameters: expected a dict (or a list of dicts)")
+        if isinstance(parameters, list):
+            return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
+        fn = PackageFunction(plan, args, base_name, parameters or {}, auxiliary=auxiliary)
+        if any(f.name == fn.name for f in self._functions):
+            raise ValueError(f"a function named {fn.name} is already in the package (same base name, "
+                             f"arguments and parameters)")
+        self._functions.append(fn)
+        return fn
+
+    def add_description(self, author: Optional[str] = None, license: Optional[str] = None,
+                        other: Optional[dict] = None, version: Optional[str] = None, comment: Optional[str] = None):
+        """Package metadata for the .hat file; `other` entries set to None are removed."""
+        for k, v in (("author", author), ("license", license), ("version", version), ("comment", comment)):
+            if v is not None:
+                self._description[k] = v
+        if other:
+            aux = dict(self._description.get("auxiliary", {}))
+            for k, v in other.items():
+                if v is None:
+                    aux.pop(k, None)
+                else:
+                    aux[k] = v
+            self._description["auxiliary"] = aux
+
+    @property
+    def functions(self) -> list:
+        return list(self._functions)
+
+    def build(self, name: str, format: Format = Format.DEFAULT, mode: Mode = Mode.RELEASE,
+              platform: Platform = Platform.HOST, tolerance: float = 1e-5, output_dir=None,
+              fail_on_error: bool = False, profile: bool = False, python_module="async") -> BuiltPackage:
+        """Emit and compile the package; returns it loaded (callable from Python).
+
+        `fail_on_error` and `profile` are accepted for Accera compatibility: a compiler
+        error always raises `acc.CompileError` (it would be an accpy bug), and profiling
+        is done with the benchmarks in benchmarks/.
+        """
+        t0 = time.perf_counter()
+        if not self._functions:
+            raise RuntimeError("build: the package has no functions; add some with Package.add")
+        if not (isinstance(name, str) and name.isidentifier() and name.isascii()):
+            raise ValueError(f"name: {name!r} is not a valid package name (a C identifier)")
+        if platform is not Platform.HOST:
+            raise ValueError(f"platform: accpy builds for the host only, got {platform}")
+        if not isinstance(format, Format):
+            raise TypeError(f"format: expected an acc.Package.Format, got {format!r}")
+        if format & (Format.MLIR_DYNAMIC | Format.MLIR_STATIC | Format.MLIR_SOURCE | Format.MLIR_VERBOSE):
+            raise ValueError("format: accpy emits C, not MLIR; use Format.HAT_DYNAMIC / HAT_STATIC / HAT_SOURCE")
+        if not isinstance(mode, Mode):
+            raise TypeError(f"mode: expected acc.Package.Mode.RELEASE or DEBUG, got {mode!r}")
+        if python_module not in ("async", "sync", False, None):
+            raise ValueError(f"python_module: expected 'async', 'sync' or False, got {python_module!r}")
+        if not isinstance(tolerance, (int, float)) or tolerance < 0:
+            raise ValueError(f"tolerance: expected a number >= 0, got {tolerance!r}")
+        out = Path(output_dir if output_dir is not None else os.getcwd())
+        out.mkdir(parents=True, exist_ok=True)
+        timings = {}
+        fns = self._functions
+        source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance))
+        timings["emit"] = time.perf_counter() - t0
+        files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
+        write_atomic(files["c"], source)
+        targets = {f.target for f in fns}
+        flags = []
+        for t in targets:
+            flags += [f for f in t.compiler_flags() if f.startswith("-mprefer")]
+        flags = sorted(set(flags))
+        from ..codegen.c import uses_openmp
+
+        openmp = False
+        for f in fns:
+            openmp = openmp or uses_openmp(f.lowered("probe").body)
+        lib_file = f"lib{name}.so"
+        static_file = f"{name}.a"
+        write_atomic(files["h"], header(name, fns))
+        write_atomic(files["hat"], hat_text(name, fns, self._description, lib_file, static_file, CC,
+                                            flags, openmp, fns[0].target))
+        if format == Format.HAT_SOURCE:
+            return None  # type: ignore[return-value]
+        t1 = time.perf_counter()
+        lib = compile_c(source, flags, str(files["c"]), openmp=openmp)
+        timings["gcc"] = lib.seconds
+        timings["cache_hit"] = lib.cached
+        files["shared"] = out / lib_file
+        copy_atomic(lib.shared, files["shared"])
+        if format & Format.HAT_STATIC:
+            files["static"] = out / static_file
+            copy_atomic(lib.static, files["static"])
+        timings["compile_total"] = time.perf_counter() - t1
+        module_build = None
+        if python_module:
+            import sysconfig
+
+            suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+            files["python_module"] = out / f"{name}{suffix}"
+            msrc = module_source(name, fns)
+            write_atomic(out / f"{name}_module.cpp", msrc)
+            files["python_module_source"] = out / f"{name}_module.cpp"
+
+            def job():
+                path, seconds, cached = compile_cxx_module(msrc, [], out, name, str(files["python_module_source"]))
+                copy_atomic(path, files["python_module"])
+                timings["pybind11"] = seconds
+                timings["pybind11_cache_hit"] = cached
+                return files["python_module"]
+
+            module_build = ModuleBuild(job)
+            if python_module == "sync":
+                module_build.wait()
+        fn_desc = [(f.name, f.base_name, f.infos) for f in fns]
+        built = BuiltPackage(name, out, files["shared"], fn_desc, files, module_build)
+        timings["total"] = time.perf_counter() - t0
+        built.timings = timings
+        return built

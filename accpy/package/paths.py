@@ -1,0 +1,26 @@
+"""Where accpy's native files and its build cache live."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def native_dir() -> Path:
+    """`native/` of the source tree, or its copy inside an installed accpy."""
+    here = Path(__file__).resolve().parent.parent  # accpy/
+    for cand in (here / "native", here.parent / "native"):
+        if (cand / "accpy_runtime.h").exists():
+            return cand
+    raise FileNotFoundError("accpy's native/ directory (accpy_runtime.h) was not found; reinstall accpy")
+
+
+def native_file(name: str) -> Path:
+    return native_dir() / name
+
+
+def cache_dir() -> Path:
+    """The build cache: $ACCPY_CACHE_DIR, else ~/.cache/accpy."""
+    d = os.environ.get("ACCPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "accpy")
+    p = Path(d)
+    p.mkdir(parents=True, exist_ok=True)
+    return p

@@ -1,0 +1,123 @@
+"""Function signatures: one description of each argument, read by every writer.
+
+The C header, the HAT metadata, the packed C entry point, the binder's validation and
+the pybind11 module all derive from `ArgInfo`, so they cannot disagree.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Optional
+
+from ..ir.affine import to_affine
+from ..ir.types import ScalarType
+
+KIND_ARRAY, KIND_SCALAR, KIND_DIM = 0, 1, 2
+
+C_RESERVED = set("""auto break case char const continue default do double else enum extern float for goto
+if inline int long register restrict return short signed sizeof static struct switch typedef union
+unsigned void volatile while bool true false args main NULL""".split())
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    name: str
+    kind: int
+    dtype: ScalarType
+    shape: tuple  # ints, or names of dimension arguments
+    layout: str  # "C" (first-major), "F" (last-major), "S" (explicit strides)
+    strides: tuple  # element strides when all sizes are constant (else ())
+    role: str  # input | input_output | output
+    obj: object = None  # the IR Buffer or Var
+
+    @property
+    def written(self) -> bool:
+        return self.role in ("input_output", "output")
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind == KIND_ARRAY
+
+    def c_decl_type(self) -> str:
+        t = self.dtype.c_name
+        return f"{t}*" if self.is_array else t
+
+    def hat_declared_type(self) -> str:
+        t = self.dtype.hat_name
+        return f"{t}*" if self.is_array else t
+
+    def binder_tuple(self, position_of: dict) -> tuple:
+        shape = [s if isinstance(s, int) else -(position_of[s] + 1) for s in self.shape]
+        return (self.name, self.kind, self.dtype.dtype.name if self.dtype is not ScalarType.bfloat16 else "uint16",
+                shape, self.layout, list(self.strides), self.written, self.role)
+
+
+def _layout_of(array) -> tuple:
+    from ..nest.array import Array
+
+    lay = array.requested_layout
+    if isinstance(lay, (tuple, list)):
+        return "S", tuple(int(s) for s in lay)
+    code = "F" if lay is Array.Layout.LAST_MAJOR else "C"
+    strides = []
+    for s in array.buffer.strides:
+        a = to_affine(s)
+        if a is None or not a.is_const:
+            return code, ()
+        strides.append(a.const)
+    return code, tuple(strides)
+
+
+def describe_arguments(args) -> list:
+    """ArgInfo for each of a function's `args` (Arrays, Dimensions, Scalars)."""
+    from ..nest.array import Array, Dimension, Role, Scalar
+
+    out = []
+    seen = set()
+    for k, a in enumerate(args):
+        if isinstance(a, Array):
+            if a.role is Role.TEMP:
+                raise ValueError(f"args[{k}]: {a.name} is a TEMP array; TEMP arrays are internal and cannot be arguments")
+            if a.role is Role.CONST:
+                raise ValueError(f"args[{k}]: {a.name} is a CONST array; its data is built into the function")
+            shape = []
+            for s in a.shape:
+                shape.append(s.name if isinstance(s, Dimension) else int(s))
+            layout, strides = _layout_of(a)
+            info = ArgInfo(a.name, KIND_ARRAY, a.element_type, tuple(shape), layout, strides, a.role.value, a.buffer)
+        elif isinstance(a, Dimension):
+            info = ArgInfo(a.name, KIND_DIM, ScalarType.index, (), "C", (), "input", a.var)
+        elif isinstance(a, Scalar):
+            info = ArgInfo(a.name, KIND_SCALAR, a.element_type, (), "C", (), "input", a.var)
+        else:
+            raise TypeError(f"args[{k}]: expected acc.Array, acc.Dimension or acc.Scalar, got {type(a).__name__} {a!r}")
+        if not info.name.isidentifier() or info.name in C_RESERVED or info.name.startswith("accpy_"):
+            raise ValueError(f"args[{k}]: the name {info.name!r} cannot name a C argument; "
+                             f"give the array or dimension another name")
+        if info.name in seen:
+            raise ValueError(f"args[{k}]: two arguments are named {info.name!r}; give arrays distinct names")
+        seen.add(info.name)
+        out.append(info)
+    dims = {i.name for i in out if i.kind == KIND_DIM}
+    for i in out:
+        for s in i.shape:
+            if isinstance(s, str) and s not in dims:
+                raise ValueError(f"args: array {i.name} has the runtime dimension {s}, which is not among the "
+                                 f"arguments; pass it in args")
+    return out
+
+
+def position_map(infos) -> dict:
+    return {i.name: k for k, i in enumerate(infos)}
+
+
+def function_hash(base_name: str, target_desc: str, parameters: Optional[dict], infos) -> str:
+    """16 hex digits, stable across runs, over everything that identifies the function."""
+    h = hashlib.md5()
+    h.update(base_name.encode())
+    h.update(b"|" + target_desc.encode())
+    for k in sorted(parameters or {}):
+        h.update(f"|{k}={parameters[k]!r}".encode())
+    for i in infos:
+        h.update(f"|{i.name}:{i.kind}:{i.role}:{i.dtype.name}:{i.shape}:{i.layout}:{i.strides}".encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,197 @@
+"""The C source and header of a package.
+
+Layout of `name.c`: the runtime (inlined, so the file stands alone), then per function
+  - `<fn>__impl`: the scheduled kernel, compiled for the target's ISA extensions
+    (`__attribute__((target(...)))`) while the rest of the file stays baseline x86-64;
+  - in DEBUG mode `<fn>__reference` (the unscheduled nest) and a comparison;
+  - `<fn>`: the public entry (checks the CPU has the features, so no SIGILL);
+  - `<fn>__packed(void**)`: the uniform entry the Python binders call.
+and `<package>_last_error()`, the error channel.
+"""
+from __future__ import annotations
+
+from ..codegen.c import Names, c_type, emit_function, function_params
+from ..targets.target import BUILTIN_NAMES
+from .paths import native_file
+from .signature import KIND_ARRAY
+
+
+def runtime_text() -> str:
+    return native_file("accpy_runtime.h").read_text()
+
+
+def _target_attribute(features) -> str:
+    names = [BUILTIN_NAMES[f] for f in features if f in BUILTIN_NAMES]
+    if not names:
+        return ""
+    return f'__attribute__((target("{",".join(names)}"))) '
+
+
+def _feature_check(fn_name: str, features) -> list:
+    names = [BUILTIN_NAMES[f] for f in features if f in BUILTIN_NAMES]
+    if not names:
+        return []
+    cond = " && ".join(f'__builtin_cpu_supports("{n}")' for n in names)
+    missing = ", ".join(names)
+    return [
+        "    __builtin_cpu_init();",
+        f"    if (!({cond})) {{",
+        f'        accpy_set_error("{fn_name} was compiled for a CPU with {missing}, which this CPU lacks");',
+        "        return;",
+        "    }",
+    ]
+
+
+def _call_args(infos) -> str:
+    return ", ".join(i.name for i in infos)
+
+
+def _element_count_expr(info) -> str:
+    """Elements spanned by an array argument (for copies in DEBUG mode)."""
+    if info.layout == "S":
+        span = " + ".join(f"((int64_t)({_dim(s)}) - 1) * {st}" for s, st in zip(info.shape, info.strides))
+        return f"(1 + {span})" if span else "1"
+    return " * ".join(f"(int64_t)({_dim(s)})" for s in info.shape) or "1"
+
+
+def _dim(s) -> str:
+    return str(s)
+
+
+def _strides_exprs(info) -> list:
+    if info.layout == "S":
+        return [str(s) for s in info.strides]
+    n = len(info.shape)
+    out = [""] * n
+    acc = "1"
+    order = range(n - 1, -1, -1) if info.layout == "C" else range(n)
+    for d in order:
+        out[d] = acc
+        acc = f"{acc} * (int64_t)({_dim(info.shape[d])})"
+    return out
+
+
+def _debug_compare(fn_name: str, infos, tolerance: float) -> list:
+    """C that compares each written array against the reference copy, reporting the first difference."""
+    lines = []
+    for info in infos:
+        if info.kind != KIND_ARRAY or not info.written:
+            continue
+        t = info.dtype
+        n = len(info.shape)
+        strides = _strides_exprs(info)
+        idx = [f"accpy_i{d}" for d in range(n)]
+        depth = 1
+        for d in range(n):
+            lines.append("    " * depth + f"for (int64_t {idx[d]} = 0; {idx[d]} < (int64_t)({_dim(info.shape[d])}) && !accpy_mismatch; ++{idx[d]}) {{")
+            depth += 1
+        off = " + ".join(f"{i} * {s}" for i, s in zip(idx, strides)) or "0"
+        pad = "    " * depth
+        lines.append(f"{pad}int64_t accpy_off = {off};")
+        if t.is_float:
+            lines.append(f"{pad}double accpy_want = (double)ref_{info.name}[accpy_off], accpy_got = (double){info.name}[accpy_off];")
+            lines.append(f"{pad}double accpy_diff = fabs(accpy_got - accpy_want), accpy_scale = fabs(accpy_want) > 1.0 ? fabs(accpy_want) : 1.0;")
+            lines.append(f"{pad}if (!(accpy_diff <= {float(tolerance)!r} * accpy_scale) && !(accpy_want != accpy_want && accpy_got != accpy_got)) {{")
+            fmt_val, args_val = "expected %.9g, got %.9g", "accpy_want, accpy_got"
+        else:
+            lines.append(f"{pad}long long accpy_want = (long long)ref_{info.name}[accpy_off], accpy_got = (long long){info.name}[accpy_off];")
+            lines.append(f"{pad}if (accpy_want != accpy_got) {{")
+            fmt_val, args_val = "expected %lld, got %lld", "accpy_want, accpy_got"
+        where = ", ".join("%lld" for _ in idx)
+        where_args = ", ".join(f"(long long){i}" for i in idx)
+        msg = f'DEBUG mode: {info.name}[{where}] differs from the reference (unscheduled) result: {fmt_val}'
+        lines.append(f'{pad}    accpy_set_error("{fn_name}: {msg}", {where_args}{", " if where_args else ""}{args_val});')
+        lines.append(f'{pad}    fprintf(stderr, "accpy: %s\\n", accpy_error_text);')
+        lines.append(f"{pad}    accpy_mismatch = 1;")
+        lines.append(f"{pad}}}")
+        for d in range(n):
+            depth -= 1
+            lines.append("    " * depth + "}")
+    return lines
+
+
+def function_source(pf, debug: bool, tolerance: float) -> str:
+    """All C for one package function (`pf` is a package.PackageFunction)."""
+    infos = pf.infos
+    names = Names()
+    impl = pf.lowered(f"{pf.name}__impl")
+    attr = _target_attribute(pf.target.required_features())
+    out = [emit_function(impl, linkage=f"static {attr}")]
+    params = function_params(impl, names)
+    body = _feature_check(pf.name, pf.target.required_features())
+    if debug:
+        ref = pf.lowered_reference(f"{pf.name}__reference")
+        out.append(emit_function(ref, linkage="static "))
+        copies = [i for i in infos if i.kind == KIND_ARRAY and i.written]
+        for i in copies:
+            ct = c_type(i.dtype)
+            n = _element_count_expr(i)
+            body.append(f"    {ct}* ref_{i.name} = ({ct}*)malloc(((size_t)({n}) + 1) * sizeof({ct}));")
+            body.append(f'    if (!ref_{i.name}) {{ accpy_set_error("out of memory in DEBUG mode"); return; }}')
+            body.append(f"    memcpy(ref_{i.name}, {i.name}, (size_t)({n}) * sizeof({ct}));")
+        ref_args = ", ".join(f"ref_{i.name}" if (i.kind == KIND_ARRAY and i.written) else i.name for i in infos)
+        body.append(f"    {pf.name}__reference({ref_args});")
+        body.append(f"    {pf.name}__impl({_call_args(infos)});")
+        body.append("    int accpy_mismatch = 0;")
+        body.extend(_debug_compare(pf.name, infos, tolerance))
+        for i in copies:
+            body.append(f"    free(ref_{i.name});")
+    else:
+        body.append(f"    {pf.name}__impl({_call_args(infos)});")
+    out.append(f"void {pf.name}({params}) {{\n" + "\n".join(body) + "\n}\n")
+    # packed entry
+    unpack = []
+    for k, i in enumerate(infos):
+        if i.kind == KIND_ARRAY:
+            unpack.append(f"({c_type(i.dtype)}*)args[{k}]")
+        else:
+            unpack.append(f"*({c_type(i.dtype)}*)args[{k}]")
+    out.append(f"int {pf.name}__packed(void** args) {{\n"
+               f"    {pf.name}({', '.join(unpack)});\n"
+               f"    return accpy_error_flag ? 1 : 0;\n}}\n")
+    return "\n".join(out)
+
+
+def c_source(pkg_name: str, functions, debug: bool, tolerance: float) -> str:
+    parts = [f"/* {pkg_name}.c: generated by accpy. Do not edit: rebuild the package instead. */",
+             runtime_text(), ""]
+    for pf in functions:
+        parts.append(function_source(pf, debug, tolerance))
+    parts.append(f"const char* {pkg_name}_last_error(void) {{ return accpy_take_error(); }}\n")
+    return "\n".join(parts)
+
+
+def declarations(pkg_name: str, functions) -> str:
+    """C declarations (inside extern "C"), with each base name as an inline alias."""
+    lines = ["#include <stdint.h>", "#include <stdbool.h>", "",
+             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    for pf in functions:
+        params = ", ".join(f"{'const ' if i.is_array and i.role == 'input' else ''}{i.c_decl_type()} {i.name}"
+                           for i in pf.infos) or "void"
+        if pf.description:
+            lines.append(f"/* {pf.description} */")
+        lines.append(f"void {pf.name}({params});")
+    lines.append("")
+    lines.append(f"/* The last error reported by a function of this package on this thread, or NULL. */")
+    lines.append(f"const char* {pkg_name}_last_error(void);")
+    lines.append("")
+    seen = set()
+    for pf in functions:
+        if not pf.base_name or pf.base_name in seen or pf.base_name == pf.name:
+            continue
+        seen.add(pf.base_name)
+        params = ", ".join(f"{'const ' if i.is_array and i.role == 'input' else ''}{i.c_decl_type()} {i.name}"
+                           for i in pf.infos) or "void"
+        lines.append(f"#ifndef __{pf.base_name}_DEFINED__")
+        lines.append(f"#define __{pf.base_name}_DEFINED__")
+        lines.append(f"static inline void {pf.base_name}({params}) {{ {pf.name}({_call_args(pf.infos)}); }}")
+        lines.append("#endif")
+        lines.append("")
+    lines += ["#ifdef __cplusplus", "}", "#endif"]
+    return "\n".join(lines)
+
+
+def header(pkg_name: str, functions) -> str:
+    guard = f"__{pkg_name}_H__"
+    return f"#ifndef {guard}\n#define {guard}\n\n{declarations(pkg_name, functions)}\n\n#endif /* {guard} */\n"
+
