@@ -41,9 +41,10 @@ class Bound:
 class ConstraintSet:
     """An immutable conjunction of constraints `c >= 0`."""
 
-    __slots__ = ("cons", "infeasible")
+    __slots__ = ("cons", "infeasible", "_ranges")
 
     def __init__(self, cons: Iterable[Affine] = (), _trusted: bool = False):
+        self._ranges = None
         if _trusted:
             self.cons = tuple(cons)
             self.infeasible = False
@@ -135,10 +136,44 @@ class ConstraintSet:
         keep = set(keep)
         return self.project_out([v for v in self.vars if v not in keep])
 
+    def ranges(self) -> dict:
+        """Per-variable [lo, hi] from the single-variable constraints (None = unbounded)."""
+        if self._ranges is None:
+            r: dict = {}
+            for c in self.cons:
+                if len(c.terms) != 1:
+                    continue
+                (v, k), = c.terms
+                lo, hi = r.get(v, (None, None))
+                if k > 0:  # k*v + c >= 0 -> v >= ceil(-c/k)
+                    b = -((c.const) // k)
+                    lo = b if lo is None else max(lo, b)
+                else:  # -|k|*v + c >= 0 -> v <= floor(c/|k|)
+                    b = c.const // (-k)
+                    hi = b if hi is None else min(hi, b)
+                r[v] = (lo, hi)
+            self._ranges = r
+        return self._ranges
+
+    def _interval_min(self, c: Affine):
+        """A lower bound of c over the variable ranges, or None if unbounded below."""
+        r = self.ranges()
+        total = c.const
+        for v, k in c.terms:
+            lo, hi = r.get(v, (None, None))
+            b = lo if k > 0 else hi
+            if b is None:
+                return None
+            total += k * b
+        return total
+
     def is_empty(self) -> bool:
         """True only if the set provably has no integer point."""
         if self.infeasible:
             return True
+        for lo, hi in self.ranges().values():
+            if lo is not None and hi is not None and lo > hi:
+                return True
         p = self.project_out(list(self.vars))
         return p is not None and p.infeasible
 
@@ -150,7 +185,28 @@ class ConstraintSet:
         for own in self.cons:
             if own.terms == c.terms and own.const <= c.const:
                 return True
+        m = self._interval_min(c)
+        if m is not None and m >= 0:
+            return True
+        if self._has_counterexample(c):
+            return False
         return self.add(-c - 1).is_empty()
+
+    def _has_counterexample(self, c: Affine) -> bool:
+        """Try the corners of the variable ranges: a member point with c < 0 refutes `c >= 0`."""
+        r = self.ranges()
+        vs = list(self.vars | set(c.vars))
+        for pick in (0, 1):
+            point = {}
+            for v in vs:
+                lo, hi = r.get(v, (None, None))
+                x = (lo if pick == 0 else hi) if (lo if pick == 0 else hi) is not None else (hi if lo is None else lo)
+                if x is None:
+                    x = 0
+                point[v] = x
+            if all(_eval(k, point) >= 0 for k in self.cons) and _eval(c, point) < 0:
+                return True
+        return False
 
     # -- bounds -------------------------------------------------------------------------
     def bounds(self, v: Var) -> tuple[list, list]:
@@ -167,6 +223,10 @@ class ConstraintSet:
     def without(self, v: Var) -> "ConstraintSet":
         """The constraints that do not mention `v` (not a projection)."""
         return ConstraintSet([c for c in self.cons if c.coef(v) == 0], _trusted=True)
+
+
+def _eval(a: Affine, point: dict) -> int:
+    return a.const + sum(k * point[v] for v, k in a.terms)
 
 
 def lower_constraint(v: Var, b: Bound) -> Affine:

@@ -106,8 +106,19 @@ class CEmitter:
             return "0"
         a = to_affine(total)
         if a is not None:
-            total = a.to_expr()
+            return self.affine(a)
         return self.expr(total)
+
+    def affine(self, a) -> str:
+        """An affine index as a flat sum: `384*i + 16*j + jj - 3`."""
+        parts = []
+        for v, c in a.terms:
+            t = self.var(v) if abs(c) == 1 else f"{abs(c)}*{self.var(v)}"
+            parts.append(("- " if c < 0 else "+ ") + t)
+        if a.const or not parts:
+            parts.append(("- " if a.const < 0 else "+ ") + str(abs(a.const)))
+        s = " ".join(parts)
+        return s[2:] if s.startswith("+ ") else "-" + s[2:]
 
     def expr(self, e) -> str:
         m = getattr(self, "e_" + type(e).__name__)
@@ -149,6 +160,9 @@ class CEmitter:
         if op == "lor":
             return f"({a} || {b})"
         if t is ScalarType.index:
+            aff = to_affine(e)
+            if aff is not None:
+                return f"({self.affine(aff)})"
             if op in ("add", "sub", "mul"):
                 return f"({a} {_ARITH[op]} {b})"
             if op == "floordiv":

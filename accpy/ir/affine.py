@@ -13,7 +13,7 @@ from .types import ScalarType
 
 
 class Affine:
-    __slots__ = ("terms", "const", "_hash")
+    __slots__ = ("terms", "const", "_hash", "_coefs")
 
     def __init__(self, terms=None, const: int = 0):
         d: dict = {}
@@ -25,6 +25,7 @@ class Affine:
         self.terms = tuple(sorted(((v, c) for v, c in d.items() if c), key=lambda t: t[0].uid))
         self.const = int(const)
         self._hash = None
+        self._coefs = None
 
     # -- construction -------------------------------------------------------------------
     @staticmethod
@@ -37,10 +38,9 @@ class Affine:
 
     # -- queries ------------------------------------------------------------------------
     def coef(self, v: Var) -> int:
-        for w, c in self.terms:
-            if w == v:
-                return c
-        return 0
+        if self._coefs is None:
+            self._coefs = dict(self.terms)
+        return self._coefs.get(v, 0)
 
     @property
     def vars(self) -> tuple:

@@ -62,13 +62,17 @@ class Const(Expr):
             object.__setattr__(self, "value", int(v))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Var(Expr):
-    """A loop counter, a runtime size or a scalar argument. `uid` makes each one distinct."""
+    """A loop counter, a runtime size or a scalar argument.
+
+    Each Var is distinct (identity equality, like a declaration): two loops named `i`
+    are different variables. `uid` gives a stable order for printing and hashing.
+    """
 
     name: str
     dtype: ScalarType = ScalarType.index
-    uid: int = field(default_factory=lambda: next(_uids), compare=True)
+    uid: int = field(default_factory=lambda: next(_uids))
 
     def __repr__(self) -> str:
         return self.name

@@ -35,10 +35,12 @@ class Piece:
     body: object
     order: int
     pending: list = field(default_factory=list)  # constraints still to check at the leaf
+    cuts: frozenset = frozenset()  # cuts already applied (never cut twice on one)
     _proj: dict = field(default_factory=dict)
 
-    def restrict(self, *cs) -> "Piece":
-        return Piece(self.cons.add(*cs), self.body, self.order, list(self.pending))
+    def restrict(self, *cs, cut=None) -> "Piece":
+        cuts = self.cuts | {cut} if cut is not None else self.cuts
+        return Piece(self.cons.add(*cs), self.body, self.order, list(self.pending), cuts)
 
 
 def unswitch(stmt):
@@ -172,16 +174,19 @@ class _Generator:
             if bd is None:
                 return None
             for group, lower in ((bd[0], True), (bd[1], False)):
-                if len(group) < 2:
-                    continue
-                b1, b2 = group[0], group[1]  # b1 is the simpler: it wins ties
-                # lower: b1 wins where b1 >= b2; upper: b1 wins where b1 <= b2
-                g = b1.num * b2.den - b2.num * b1.den
-                if not lower:
-                    g = -g
-                inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
-                if inner == level:
-                    return g
+                # group is sorted simplest first: b1 is the simpler bound and wins ties
+                for x in range(len(group)):
+                    for y in range(x + 1, len(group)):
+                        b1, b2 = group[x], group[y]
+                        # lower: b1 wins where b1 >= b2; upper: b1 wins where b1 <= b2
+                        g = b1.num * b2.den - b2.num * b1.den
+                        if not lower:
+                            g = -g
+                        if g.is_const or g in piece.cuts:
+                            continue
+                        inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
+                        if inner == level:
+                            return g
         return None
 
     def cut(self, pieces, level, ctx):
@@ -196,7 +201,7 @@ class _Generator:
             if g is None:
                 out.append(p)
                 continue
-            a, b = p.restrict(g), p.restrict(-g - 1)
+            a, b = p.restrict(g, cut=g), p.restrict(-g - 1, cut=g)
             kept = [q for q in (a, b) if not q.cons.union_with(ctx).is_empty()]
             self.npieces += len(kept) - 1
             work = kept + work
@@ -304,7 +309,7 @@ class _Generator:
         lo_e = hi_e = None
         for p, lows, ups in info:
             guard = [Affine.var(v, b.den) - b.num for b in lows] + [b.num - Affine.var(v, b.den) for b in ups]
-            q = Piece(p.cons, p.body, p.order, p.pending + guard)
+            q = Piece(p.cons, p.body, p.order, p.pending + guard, p.cuts)
             pieces.append(q)
             for b in lows:
                 e = _floor_expr(_floor_form_low(b))
