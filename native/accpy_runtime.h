@@ -6,6 +6,8 @@
  *   - integer division truncates; a zero divisor gives 0 (numpy's result), MIN / -1 wraps;
  *   - `//` and `%` round toward minus infinity (Python), for floats too;
  *   - shift counts are taken modulo the bit width;
+ *   - integer `**` wraps like repeated multiplication; a negative exponent gives the
+ *     truncated value of 1 / a**|b| (1 for a == 1, +-1 for a == -1, else 0, 0 for a == 0);
  *   - float -> integer casts truncate, saturate at the type's range, and map NaN to 0;
  *   - round() rounds half to even (numpy.rint).
  */
@@ -56,6 +58,20 @@ ACCPY_INLINE int64_t accpy_max_index(int64_t a, int64_t b) { return a > b ? a : 
     }                                                                                         \
     ACCPY_INLINE T accpy_shl_##SFX(T a, T b) { return (T)((UT)a << ((UT)b & (BITS - 1))); }  \
     ACCPY_INLINE T accpy_shr_##SFX(T a, T b) { return (T)(a >> ((UT)b & (BITS - 1))); }      \
+    ACCPY_INLINE T accpy_pow_##SFX(T a, T b) {                                               \
+        if ((TMIN) != 0 && b < 0) {                                                           \
+            if (a == 1) return 1;                                                             \
+            if ((TMIN) != 0 && a == (T)-1) return (b & 1) ? (T)-1 : (T)1;                     \
+            return 0;                                                                         \
+        }                                                                                     \
+        UT r = 1, x = (UT)a, e = (UT)b;                                                       \
+        while (e) {                                                                           \
+            if (e & 1) r = (UT)((uint64_t)r * x);                                             \
+            x = (UT)((uint64_t)x * x);                                                        \
+            e = (UT)(e >> 1);                                                                 \
+        }                                                                                     \
+        return (T)r;                                                                          \
+    }                                                                                         \
     ACCPY_INLINE T accpy_abs_##SFX(T a) { return (TMIN) != 0 && a < 0 ? (T)(0 - (UT)a) : a; } \
     ACCPY_INLINE T accpy_min_##SFX(T a, T b) { return a < b ? a : b; }                        \
     ACCPY_INLINE T accpy_max_##SFX(T a, T b) { return a > b ? a : b; }                        \
@@ -92,6 +108,38 @@ ACCPY_INLINE float accpy_min_f32(float a, float b) { return a < b ? a : b; }
 ACCPY_INLINE float accpy_max_f32(float a, float b) { return a > b ? a : b; }
 ACCPY_INLINE double accpy_min_f64(double a, double b) { return a < b ? a : b; }
 ACCPY_INLINE double accpy_max_f64(double a, double b) { return a > b ? a : b; }
+
+/* ---- AVX2 horizontal reductions (AVX-512 has intrinsics for these) ---------------------- */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define ACCPY_AVX2 static inline __attribute__((always_inline, unused, target("avx2,fma")))
+#define ACCPY_HREDUCE(NAME, VT, T, N, OP)                                    \
+    ACCPY_AVX2 T NAME(VT v) {                                                \
+        T lanes[N];                                                          \
+        memcpy(lanes, &v, sizeof lanes);                                     \
+        T r = lanes[0];                                                      \
+        for (int k = 1; k < N; ++k) r = OP(r, lanes[k]);                     \
+        return r;                                                            \
+    }
+#define ACCPY_ADD(a, b) ((a) + (b))
+#define ACCPY_MUL(a, b) ((a) * (b))
+#define ACCPY_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ACCPY_MAX(a, b) ((a) > (b) ? (a) : (b))
+ACCPY_HREDUCE(accpy_hadd_m256, __m256, float, 8, ACCPY_ADD)
+ACCPY_HREDUCE(accpy_hmul_m256, __m256, float, 8, ACCPY_MUL)
+ACCPY_HREDUCE(accpy_hmin_m256, __m256, float, 8, ACCPY_MIN)
+ACCPY_HREDUCE(accpy_hmax_m256, __m256, float, 8, ACCPY_MAX)
+ACCPY_HREDUCE(accpy_hadd_m256d, __m256d, double, 4, ACCPY_ADD)
+ACCPY_HREDUCE(accpy_hmul_m256d, __m256d, double, 4, ACCPY_MUL)
+ACCPY_HREDUCE(accpy_hmin_m256d, __m256d, double, 4, ACCPY_MIN)
+ACCPY_HREDUCE(accpy_hmax_m256d, __m256d, double, 4, ACCPY_MAX)
+#define ACCPY_IADD(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define ACCPY_IMUL(a, b) ((int32_t)((uint32_t)(a) * (uint32_t)(b)))
+ACCPY_HREDUCE(accpy_hadd_m256i, __m256i, int32_t, 8, ACCPY_IADD)
+ACCPY_HREDUCE(accpy_hmul_m256i, __m256i, int32_t, 8, ACCPY_IMUL)
+ACCPY_HREDUCE(accpy_hmin_m256i, __m256i, int32_t, 8, ACCPY_MIN)
+ACCPY_HREDUCE(accpy_hmax_m256i, __m256i, int32_t, 8, ACCPY_MAX)
+#endif
 
 /* ---- error channel ------------------------------------------------------------------ */
 /* Each library has its own copy (static); the package exports `<package>_last_error()`. */

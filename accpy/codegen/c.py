@@ -20,7 +20,7 @@ unsigned void volatile while bool true false main NULL""".split())
 
 _SFX = {ScalarType.int8: "i8", ScalarType.int16: "i16", ScalarType.int32: "i32", ScalarType.int64: "i64",
         ScalarType.uint8: "u8", ScalarType.uint16: "u16", ScalarType.uint32: "u32", ScalarType.uint64: "u64",
-        ScalarType.index: "index", ScalarType.float32: "f32", ScalarType.float64: "f64",
+        ScalarType.index: "i64", ScalarType.float32: "f32", ScalarType.float64: "f64",
         ScalarType.bool: "u8"}
 
 _MATH_F32 = {"sqrt": "sqrtf", "exp": "expf", "log": "logf", "log2": "log2f", "log10": "log10f",
@@ -159,6 +159,9 @@ class CEmitter:
             return f"({a} && {b})"
         if op == "lor":
             return f"({a} || {b})"
+        if t is ScalarType.index and op in ("floordiv", "mod") and not (isinstance(e.b, Const) and e.b.value != 0):
+            # a divisor that may be 0 (a value in the logic, not a loop bound): runtime semantics
+            return f"accpy_{op}_i64({a}, {b})"
         if t is ScalarType.index:
             aff = to_affine(e)
             if aff is not None:
@@ -186,10 +189,8 @@ class CEmitter:
         # integers (and bool)
         if op in _ARITH:
             s = f"({a} {_ARITH[op]} {b})"
-        elif op in ("div", "floordiv", "mod", "shl", "shr", "min", "max"):
+        elif op in ("div", "floordiv", "mod", "shl", "shr", "min", "max", "pow"):
             s = f"accpy_{op}_{sfx}({a}, {b})"
-        elif op == "pow":
-            raise NotImplementedError("integer pow")
         else:
             raise NotImplementedError(f"int op {op}")
         return f"(({c_type(t)}){s})" if _narrow(t) else s
@@ -230,6 +231,77 @@ class CEmitter:
             return f"{fn}({', '.join(args)})"
         raise NotImplementedError(f"call {e.fn} on {t.name}")
 
+    # -- vectors (templates from the target's intrinsic library) ---------------------------------
+    def _isa(self, dtype, lanes):
+        from ..targets.x86 import isa_by_shape
+
+        return isa_by_shape(dtype, lanes)
+
+    def _fill(self, isa, op, **kw) -> str:
+        t = isa.template(op)
+        if t is None:
+            raise NotImplementedError(f"{isa.name} has no `{op}` for {isa.dtype.name}")
+        return t.format(**kw)
+
+    def _addr(self, buffer, indices) -> str:
+        return f"&{self.buf(buffer)}[{self.offset(buffer, indices)}]"
+
+    def e_VLoad(self, e) -> str:
+        isa = self._isa(e.buffer.dtype, e.lanes)
+        p = self._addr(e.buffer, e.indices)
+        if e.count is None:
+            return self._fill(isa, "load", p=p)
+        return self._fill(isa, "mload", p=p, m=self._fill(isa, "mask", n=self.expr(e.count)))
+
+    def e_Broadcast(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "set1", a=self.expr(e.value))
+
+    def e_VBinOp(self, e) -> str:
+        dt = e.a.dtype if e.op.startswith("cmp_") else e.dtype
+        return self._fill(self._isa(dt, e.lanes), e.op, a=self.expr(e.a), b=self.expr(e.b))
+
+    def e_VFma(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "fma", a=self.expr(e.a), b=self.expr(e.b), c=self.expr(e.c))
+
+    def e_VCall(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), e.fn, a=self.expr(e.args[0]))
+
+    def e_VCast(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "from_int32", a=self.expr(e.value))
+
+    def e_VSelect(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "select", m=self.expr(e.cond), a=self.expr(e.a),
+                          b=self.expr(e.b))
+
+    def e_VMask(self, e) -> str:
+        return self._fill(self._isa(e.of, e.lanes), "mask", n=self.expr(e.count))
+
+    def e_VVar(self, e) -> str:
+        return self.names.get(e, e.name)
+
+    def e_HReduce(self, e) -> str:
+        v = e.value
+        return self._fill(self._isa(v.dtype, v.lanes), e.op, a=self.expr(v))
+
+    def s_VStore(self, s, depth):
+        isa = self._isa(s.buffer.dtype, s.lanes)
+        p = self._addr(s.buffer, s.indices)
+        if s.count is None:
+            self.emit(self._fill(isa, "store", p=p, a=self.expr(s.value)) + ";", depth)
+        else:
+            m = self._fill(isa, "mask", n=self.expr(s.count))
+            self.emit(self._fill(isa, "mstore", p=p, m=m, a=self.expr(s.value)) + ";", depth)
+
+    def s_VAssign(self, s, depth):
+        self.emit(f"{self.expr(s.var)} = {self.expr(s.value)};", depth)
+
+    def s_VDecl(self, s, depth):
+        self.emit("{", depth)
+        for v in s.vars:
+            self.emit(f"{self._isa(v.dtype, v.lanes).ctype} {self.expr(v)};", depth + 1)
+        self.stmt(s.body, depth + 1)
+        self.emit("}", depth)
+
     # -- statements -------------------------------------------------------------------------
     def emit(self, line: str, depth: int):
         self.lines.append("    " * depth + line)
@@ -252,6 +324,8 @@ class CEmitter:
             self.emit(s.attr("pragma", "#pragma omp parallel for"), 0)
         elif s.kind == "unrolled":
             self.emit("#pragma GCC unroll 64", 0)
+        elif s.kind == "simd":
+            self.emit("#pragma omp simd", 0)
         self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{", depth)
         self.stmt(s.body, depth + 1)
         self.emit("}", depth)

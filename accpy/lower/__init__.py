@@ -1,6 +1,7 @@
 """Lowering: schedule + plan -> loop IR, as one ordered list of named passes.
 
-    scan -> unswitch -> simplify -> unroll -> simplify -> allocate temporaries
+    scan -> unswitch -> simplify -> mark loop kinds -> unroll -> simplify -> vectorize
+    -> allocate temporaries
 
 Each pass is one module whose docstring says what it guarantees. Set ACCPY_DEBUG_LOWER=1
 to print the IR after every pass.
@@ -11,12 +12,13 @@ import os
 
 from ..ir.expr import Buffer, Var
 from ..ir.printer import stmt_str
-from ..ir.stmt import Alloc, Function
-from ..ir.visitor import buffers_of, free_vars
+from ..ir.stmt import Alloc, For, Function
+from ..ir.visitor import Mutator, buffers_of, free_vars
 from .scan import scan
 from .simplify import simplify
 from .unroll import unroll
 from .unswitch import unswitch
+from .vectorize import vectorize
 
 
 def _log(name, stmt):
@@ -25,8 +27,18 @@ def _log(name, stmt):
     return stmt
 
 
-def lower_loops(space, kinds=None):
-    """The loops of an iteration space: scanned, unswitched, simplified, unrolled."""
+class _MarkKinds(Mutator):
+    def __init__(self, kinds):
+        self.kinds = kinds
+
+    def visit_For(self, f: For):
+        f = self.generic_visit(f)
+        k = self.kinds.get(f.var)
+        return f if k is None or k == f.kind else For(f.var, f.lo, f.hi, f.body, k, f.attrs)
+
+
+def lower_loops(space, kinds=None, target=None):
+    """The loops of an iteration space: scanned, unswitched, simplified, unrolled, vectorized."""
     stmt = _log("scan", scan(space))
     stmt = _log("unswitch", unswitch(stmt))
     stmt = _log("simplify", simplify(stmt))
@@ -38,9 +50,13 @@ def lower_loops(space, kinds=None):
                 pos = space.position(h)
                 if pos is not None:
                     below[space.dims[pos].var] = threshold
+    if kinds:
+        stmt = _MarkKinds(kinds).visit(stmt)
     if kinds or below:
         stmt = _log("unroll", unroll(stmt, kinds or {}, below))
         stmt = _log("simplify", simplify(stmt))
+    if kinds and "vectorized" in kinds.values():
+        stmt = _log("vectorize", vectorize(stmt, target))
     return stmt
 
 
@@ -72,7 +88,7 @@ def default_arguments(stmt) -> tuple:
 
 
 def lower_function(plan, name: str, args=None) -> Function:
-    stmt = lower_loops(plan.schedule.space, plan.loop_annotations())
+    stmt = lower_loops(plan.schedule.space, plan.loop_annotations(), plan.target)
     for b in reversed([b for b in buffers_of(stmt) if b.role == "temp"]):
         stmt = Alloc(b, stmt, zero=True)
     arg_objs = argument_objects(args) if args is not None else default_arguments(stmt)

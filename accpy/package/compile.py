@@ -24,7 +24,7 @@ from .paths import cache_dir
 CC = os.environ.get("ACCPY_CC", "gcc")
 CXX = os.environ.get("ACCPY_CXX", "g++")
 
-BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-w"]
+BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fopenmp-simd", "-w"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,8 +124,16 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False)
     return Library(key, so, ar, False, time.perf_counter() - t0, cflags)
 
 
-def compile_cxx_module(source: str, flags: list, link_dir: Path, link_name: str, display_path: str) -> tuple:
-    """Compile a pybind11 module linked against `lib<link_name>.so` (cached). Returns (path, seconds, cached)."""
+def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str, display_path: str) -> tuple:
+    """Compile a pybind11 module with the package's kernels linked in (cached). Returns (path, seconds, cached).
+
+    The kernels come from the static archive `static_lib` (position-independent code), with
+    their symbols kept local to the module (`--exclude-libs`): the module depends on no
+    `lib<name>.so`, so two packages of the same name, or a package and its rebuild, can be
+    loaded side by side in one process without one binding to the other's kernels.
+    `lib_key` (the archive's cache key) and the argument-checking header are part of the
+    module's cache key.
+    """
     import sysconfig
 
     import pybind11
@@ -135,7 +143,8 @@ def compile_cxx_module(source: str, flags: list, link_dir: Path, link_name: str,
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     cxxflags = ["-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-w",
                 f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{native_dir()}"] + list(flags)
-    key = cache_key(source, " ".join(cxxflags), link_name, compiler_identity(CXX))
+    pyargs = (native_dir() / "accpy_pyargs.hpp").read_text()
+    key = cache_key(source, pyargs, " ".join(cxxflags), lib_key, compiler_identity(CXX))
     final = cache_dir() / "mod" / key
     out = final / f"module{suffix}"
     if out.exists():
@@ -146,8 +155,8 @@ def compile_cxx_module(source: str, flags: list, link_dir: Path, link_name: str,
     try:
         src = tmp / "module.cpp"
         src.write_text(source)
-        _run([CXX, *cxxflags, str(src), "-o", str(tmp / f"module{suffix}"), f"-L{link_dir}", f"-l{link_name}",
-              "-Wl,-rpath,$ORIGIN"], display_path, str(src), "compiling the Python module")
+        _run([CXX, *cxxflags, str(src), "-o", str(tmp / f"module{suffix}"), str(static_lib),
+              "-Wl,--exclude-libs,ALL", "-lm"], display_path, str(src), "compiling the Python module")
         _publish(tmp, final)
     finally:
         if tmp.exists():

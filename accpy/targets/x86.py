@@ -1,0 +1,199 @@
+"""x86 vector intrinsics (AVX-512 and AVX2) as a library: C templates per operation.
+
+Each `VectorISA` describes one register shape (e.g. 16 x float32 in a zmm register):
+its C type, and a C template for every vector operation the IR has. Templates use
+`{a}`, `{b}`, `{c}` (operands), `{p}` (address), `{m}` (lane mask), `{n}` (lane count).
+The meaning of each operation is the IR's (see accpy/ir/vector.py); tests run every
+template against numpy on random data (tests/test_x86_intrinsics.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..ir.types import ScalarType
+
+F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, ScalarType.int64
+
+
+@dataclass(frozen=True)
+class VectorISA:
+    name: str  # "avx512" | "avx2"
+    dtype: ScalarType
+    lanes: int
+    ctype: str
+    ops: dict = field(hash=False, compare=False)
+    features: tuple = ()  # cpu features the templates need
+
+    def template(self, op: str) -> Optional[str]:
+        return self.ops.get(op)
+
+    @property
+    def mask_expr(self) -> str:
+        """C for the mask of the first {n} lanes (n in 0..lanes)."""
+        return self.ops["mask"]
+
+
+_CMP_PS = {"lt": "_CMP_LT_OQ", "le": "_CMP_LE_OQ", "gt": "_CMP_GT_OQ", "ge": "_CMP_GE_OQ",
+           "eq": "_CMP_EQ_OQ", "ne": "_CMP_NEQ_UQ"}
+_CMP_INT = {"lt": "_MM_CMPINT_LT", "le": "_MM_CMPINT_LE", "gt": "_MM_CMPINT_NLE", "ge": "_MM_CMPINT_NLT",
+            "eq": "_MM_CMPINT_EQ", "ne": "_MM_CMPINT_NE"}
+
+
+def _avx512_float(dtype, lanes, sfx, ctype, mtype):
+    ops = {
+        "mask": f"(({mtype})((1u << ({{n}})) - 1u))",
+        "load": f"_mm512_loadu_{sfx}({{p}})",
+        "mload": f"_mm512_maskz_loadu_{sfx}({{m}}, {{p}})",
+        "store": f"_mm512_storeu_{sfx}({{p}}, {{a}})",
+        "mstore": f"_mm512_mask_storeu_{sfx}({{p}}, {{m}}, {{a}})",
+        "set1": f"_mm512_set1_{sfx}({{a}})",
+        "zero": f"_mm512_setzero_{sfx}()",
+        "add": f"_mm512_add_{sfx}({{a}}, {{b}})",
+        "sub": f"_mm512_sub_{sfx}({{a}}, {{b}})",
+        "mul": f"_mm512_mul_{sfx}({{a}}, {{b}})",
+        "div": f"_mm512_div_{sfx}({{a}}, {{b}})",
+        # MINPS(a, b) is exactly `a < b ? a : b` (NaN and signed zero included): our scalar min
+        "min": f"_mm512_min_{sfx}({{a}}, {{b}})",
+        "max": f"_mm512_max_{sfx}({{a}}, {{b}})",
+        "fma": f"_mm512_fmadd_{sfx}({{a}}, {{b}}, {{c}})",
+        "sqrt": f"_mm512_sqrt_{sfx}({{a}})",
+        "abs": f"_mm512_abs_{sfx}({{a}})",
+        "neg": f"_mm512_sub_{sfx}(_mm512_set1_{sfx}(-0.0), {{a}})",
+        "select": f"_mm512_mask_blend_{sfx}({{m}}, {{b}}, {{a}})",
+        "hadd": f"_mm512_reduce_add_{sfx}({{a}})",
+        "hmul": f"_mm512_reduce_mul_{sfx}({{a}})",
+        "hmin": f"_mm512_reduce_min_{sfx}({{a}})",
+        "hmax": f"_mm512_reduce_max_{sfx}({{a}})",
+    }
+    for k, v in _CMP_PS.items():
+        ops["cmp_" + k] = f"_mm512_cmp_{sfx}_mask({{a}}, {{b}}, {v})"
+    if dtype is F32:
+        ops["from_int32"] = "_mm512_cvtepi32_ps({a})"
+    else:
+        ops["from_int32"] = "_mm512_cvtepi32_pd(_mm512_castsi512_si256({a}))"
+    return VectorISA("avx512", dtype, lanes, ctype, ops, ("avx512f", "avx512dq"))
+
+
+def _avx512_int(dtype, lanes, sfx, mtype):
+    ops = {
+        "mask": f"(({mtype})((1u << ({{n}})) - 1u))",
+        "load": "_mm512_loadu_si512((const void*)({p}))",
+        "mload": f"_mm512_maskz_loadu_{sfx}({{m}}, (const void*)({{p}}))",
+        "store": "_mm512_storeu_si512((void*)({p}), {a})",
+        "mstore": f"_mm512_mask_storeu_{sfx}((void*)({{p}}), {{m}}, {{a}})",
+        "set1": f"_mm512_set1_{sfx}({{a}})",
+        "zero": "_mm512_setzero_si512()",
+        "add": f"_mm512_add_{sfx}({{a}}, {{b}})",
+        "sub": f"_mm512_sub_{sfx}({{a}}, {{b}})",
+        "mul": f"_mm512_mullo_{sfx}({{a}}, {{b}})",
+        "min": f"_mm512_min_{sfx}({{a}}, {{b}})",
+        "max": f"_mm512_max_{sfx}({{a}}, {{b}})",
+        "and": "_mm512_and_si512({a}, {b})",
+        "or": "_mm512_or_si512({a}, {b})",
+        "xor": "_mm512_xor_si512({a}, {b})",
+        "abs": f"_mm512_abs_{sfx}({{a}})",
+        "neg": f"_mm512_sub_{sfx}(_mm512_setzero_si512(), {{a}})",
+        "select": f"_mm512_mask_blend_{sfx}({{m}}, {{b}}, {{a}})",
+        "hadd": f"_mm512_reduce_add_{sfx}({{a}})",
+        "hmul": f"_mm512_reduce_mul_{sfx}({{a}})",
+        "hmin": f"_mm512_reduce_min_{sfx}({{a}})",
+        "hmax": f"_mm512_reduce_max_{sfx}({{a}})",
+    }
+    for k, v in _CMP_INT.items():
+        ops["cmp_" + k] = f"_mm512_cmp_{sfx}_mask({{a}}, {{b}}, {v})"
+    return VectorISA("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512dq"))
+
+
+def _avx2_float(dtype, lanes, sfx, ctype):
+    ivec = "_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)" if lanes == 8 else "_mm256_setr_epi64x(0, 1, 2, 3)"
+    cmpgt = "_mm256_cmpgt_epi32" if lanes == 8 else "_mm256_cmpgt_epi64"
+    set1 = "_mm256_set1_epi32" if lanes == 8 else "_mm256_set1_epi64x"
+    ops = {
+        # masks are vectors with all bits set in active lanes
+        "mask": f"_mm256_castsi256_{sfx}({cmpgt}({set1}({{n}}), {ivec}))",
+        "load": f"_mm256_loadu_{sfx}({{p}})",
+        "mload": f"_mm256_maskload_{sfx}({{p}}, _mm256_cast{sfx}_si256({{m}}))",
+        "store": f"_mm256_storeu_{sfx}({{p}}, {{a}})",
+        "mstore": f"_mm256_maskstore_{sfx}({{p}}, _mm256_cast{sfx}_si256({{m}}), {{a}})",
+        "set1": f"_mm256_set1_{sfx}({{a}})",
+        "zero": f"_mm256_setzero_{sfx}()",
+        "add": f"_mm256_add_{sfx}({{a}}, {{b}})",
+        "sub": f"_mm256_sub_{sfx}({{a}}, {{b}})",
+        "mul": f"_mm256_mul_{sfx}({{a}}, {{b}})",
+        "div": f"_mm256_div_{sfx}({{a}}, {{b}})",
+        "min": f"_mm256_min_{sfx}({{a}}, {{b}})",
+        "max": f"_mm256_max_{sfx}({{a}}, {{b}})",
+        "fma": f"_mm256_fmadd_{sfx}({{a}}, {{b}}, {{c}})",
+        "sqrt": f"_mm256_sqrt_{sfx}({{a}})",
+        "abs": f"_mm256_andnot_{sfx}(_mm256_set1_{sfx}(-0.0), {{a}})",
+        "neg": f"_mm256_sub_{sfx}(_mm256_set1_{sfx}(-0.0), {{a}})",
+        "select": f"_mm256_blendv_{sfx}({{b}}, {{a}}, {{m}})",
+        "hadd": f"accpy_hadd_m256{'' if sfx == 'ps' else 'd'}({{a}})",
+        "hmul": f"accpy_hmul_m256{'' if sfx == 'ps' else 'd'}({{a}})",
+        "hmin": f"accpy_hmin_m256{'' if sfx == 'ps' else 'd'}({{a}})",
+        "hmax": f"accpy_hmax_m256{'' if sfx == 'ps' else 'd'}({{a}})",
+    }
+    for k, v in _CMP_PS.items():
+        ops["cmp_" + k] = f"_mm256_cmp_{sfx}({{a}}, {{b}}, {v})"
+    if dtype is F32:
+        ops["from_int32"] = "_mm256_cvtepi32_ps({a})"
+    return VectorISA("avx2", dtype, lanes, ctype, ops, ("avx2", "fma"))
+
+
+def _avx2_int32():
+    ops = {
+        "mask": "_mm256_cmpgt_epi32(_mm256_set1_epi32({n}), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))",
+        "load": "_mm256_loadu_si256((const __m256i*)({p}))",
+        "mload": "_mm256_maskload_epi32((const int*)({p}), {m})",
+        "store": "_mm256_storeu_si256((__m256i*)({p}), {a})",
+        "mstore": "_mm256_maskstore_epi32((int*)({p}), {m}, {a})",
+        "set1": "_mm256_set1_epi32({a})",
+        "zero": "_mm256_setzero_si256()",
+        "add": "_mm256_add_epi32({a}, {b})",
+        "sub": "_mm256_sub_epi32({a}, {b})",
+        "mul": "_mm256_mullo_epi32({a}, {b})",
+        "min": "_mm256_min_epi32({a}, {b})",
+        "max": "_mm256_max_epi32({a}, {b})",
+        "and": "_mm256_and_si256({a}, {b})",
+        "or": "_mm256_or_si256({a}, {b})",
+        "xor": "_mm256_xor_si256({a}, {b})",
+        "abs": "_mm256_abs_epi32({a})",
+        "neg": "_mm256_sub_epi32(_mm256_setzero_si256(), {a})",
+        "select": "_mm256_blendv_epi8({b}, {a}, {m})",
+        "hadd": "accpy_hadd_m256i({a})",
+        "hmul": "accpy_hmul_m256i({a})",
+        "hmin": "accpy_hmin_m256i({a})",
+        "hmax": "accpy_hmax_m256i({a})",
+        "cmp_gt": "_mm256_cmpgt_epi32({a}, {b})",
+        "cmp_lt": "_mm256_cmpgt_epi32({b}, {a})",
+        "cmp_eq": "_mm256_cmpeq_epi32({a}, {b})",
+    }
+    return VectorISA("avx2", I32, 8, "__m256i", ops, ("avx2",))
+
+
+LIBRARY = {
+    ("avx512", F32): _avx512_float(F32, 16, "ps", "__m512", "__mmask16"),
+    ("avx512", F64): _avx512_float(F64, 8, "pd", "__m512d", "__mmask8"),
+    ("avx512", I32): _avx512_int(I32, 16, "epi32", "__mmask16"),
+    ("avx512", I64): _avx512_int(I64, 8, "epi64", "__mmask8"),
+    ("avx2", F32): _avx2_float(F32, 8, "ps", "__m256"),
+    ("avx2", F64): _avx2_float(F64, 4, "pd", "__m256d"),
+    ("avx2", I32): _avx2_int32(),
+}
+
+
+def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
+    """The widest vector shape the target offers for `dtype`, or None."""
+    if target.has("avx512f") and ("avx512", dtype) in LIBRARY:
+        return LIBRARY[("avx512", dtype)]
+    if target.has("avx2") and ("avx2", dtype) in LIBRARY:
+        return LIBRARY[("avx2", dtype)]
+    return None
+
+
+def isa_by_shape(dtype: ScalarType, lanes: int) -> VectorISA:
+    for isa in LIBRARY.values():
+        if isa.dtype is dtype and isa.lanes == lanes:
+            return isa
+    raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")
