@@ -1,7 +1,7 @@
 """Lowering: schedule + plan -> loop IR, as one ordered list of named passes.
 
-    scan -> unswitch -> simplify -> mark loop kinds -> unroll -> simplify -> vectorize
-    -> allocate temporaries
+    scan -> unswitch -> caches -> simplify -> mark loop kinds -> unroll -> simplify
+    -> vectorize -> allocate temporaries and caches -> promote registers -> simplify
 
 Each pass is one module whose docstring says what it guarantees. Set ACCPY_DEBUG_LOWER=1
 to print the IR after every pass.
@@ -13,7 +13,10 @@ import os
 from ..ir.expr import Buffer, Var
 from ..ir.printer import stmt_str
 from ..ir.stmt import Alloc, For, Function
-from ..ir.visitor import Mutator, buffers_of, free_vars
+from ..ir.types import ScalarType
+from ..ir.visitor import Mutator, Visitor, buffers_of, free_vars
+from .cache import cache_loop_vars, insert_caches
+from .registers import promote_registers
 from .scan import scan
 from .simplify import simplify
 from .unroll import unroll
@@ -37,10 +40,18 @@ class _MarkKinds(Mutator):
         return f if k is None or k == f.kind else For(f.var, f.lo, f.hi, f.body, k, f.attrs)
 
 
-def lower_loops(space, kinds=None, target=None):
-    """The loops of an iteration space: scanned, unswitched, simplified, unrolled, vectorized."""
+def lower_loops(space, kinds=None, target=None, plan=None):
+    """The loops of an iteration space: scanned, unswitched, cached, simplified, unrolled, vectorized.
+
+    Returns (stmt, cache buffers).
+    """
     stmt = _log("scan", scan(space))
     stmt = _log("unswitch", unswitch(stmt))
+    cache_bufs = []
+    if plan is not None and plan.caches:
+        stmt = simplify(stmt, keep=cache_loop_vars(plan))
+        stmt, cache_bufs = insert_caches(stmt, plan, _symbols(stmt, space))
+        stmt = _log("caches", stmt)
     stmt = _log("simplify", simplify(stmt))
     below = {}
     for k, v in space.attrs:
@@ -55,9 +66,28 @@ def lower_loops(space, kinds=None, target=None):
     if kinds or below:
         stmt = _log("unroll", unroll(stmt, kinds or {}, below))
         stmt = _log("simplify", simplify(stmt))
-    if kinds and "vectorized" in kinds.values():
+    if _has_kind(stmt, "vectorized"):
         stmt = _log("vectorize", vectorize(stmt, target))
-    return stmt
+    return stmt, cache_bufs
+
+
+def _has_kind(stmt, kind) -> bool:
+    found = []
+
+    class V(Visitor):
+        def visit_For(self, f):
+            if f.kind == kind:
+                found.append(f)
+            self.generic_visit(f)
+
+    V().visit(stmt)
+    return bool(found)
+
+
+def _symbols(stmt, space) -> list:
+    loop_vars = set(space.vars)
+    return sorted((v for v in free_vars(stmt) if v.dtype is ScalarType.index and v not in loop_vars),
+                  key=lambda v: v.uid)
 
 
 def argument_objects(args) -> tuple:
@@ -88,8 +118,13 @@ def default_arguments(stmt) -> tuple:
 
 
 def lower_function(plan, name: str, args=None) -> Function:
-    stmt = lower_loops(plan.schedule.space, plan.loop_annotations(), plan.target)
+    stmt, cache_bufs = lower_loops(plan.schedule.space, plan.loop_annotations(), plan.target, plan)
     for b in reversed([b for b in buffers_of(stmt) if b.role == "temp"]):
         stmt = Alloc(b, stmt, zero=True)
+    for b in reversed(cache_bufs):
+        stmt = Alloc(b, stmt, zero=False)
+    if cache_bufs:
+        stmt = _log("promote registers", promote_registers(stmt))
+        stmt = _log("simplify", simplify(stmt))
     arg_objs = argument_objects(args) if args is not None else default_arguments(stmt)
     return Function(name, arg_objs, stmt)

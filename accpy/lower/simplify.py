@@ -14,6 +14,9 @@ from ..ir.visitor import Mutator, substitute
 
 
 class Simplify(Mutator):
+    def __init__(self, keep=()):
+        self.keep = set(keep)  # loop vars whose loops stay even with one iteration
+
     def visit_BinOp(self, e: BinOp):
         e = self.generic_visit(e)
         if e.dtype is ScalarType.index:
@@ -45,7 +48,7 @@ class Simplify(Mutator):
         if trip is not None and trip.is_const:
             if trip.const <= 0:
                 return Block(())
-            if trip.const == 1 and f.kind in ("serial", "unrolled"):
+            if trip.const == 1 and f.kind in ("serial", "unrolled") and f.var not in self.keep:
                 return self.visit(substitute(f.body, {f.var: lo}))
         body = self.visit(f.body)
         if isinstance(body, Block) and not body.stmts:
@@ -68,5 +71,6 @@ class Simplify(Mutator):
         return block(*[self.visit(x) for x in b.stmts]) if b.stmts else b
 
 
-def simplify(stmt):
-    return Simplify().visit(stmt)
+def simplify(stmt, keep=()):
+    """Simplify; loops over the vars in `keep` are kept even when they run once."""
+    return Simplify(keep).visit(stmt)

@@ -175,7 +175,7 @@ class Schedule:
             from ..ir.printer import stmt_str
             from ..lower import lower_loops
 
-            return stmt_str(lower_loops(self._space))
+            return stmt_str(lower_loops(self._space)[0])
         from .pseudocode import space_pseudocode
 
         return space_pseudocode(self._space)

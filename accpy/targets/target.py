@@ -106,6 +106,10 @@ class Target:
         f = _ALIASES.get(feature.upper(), feature.lower())
         return f in self.extensions
 
+    def has_memory(self, space) -> bool:
+        """Whether the target has a named memory (e.g. Gemmini's SCRATCHPAD)."""
+        return any(k == "memory" and v == space.value for k, v in self.extra)
+
     @property
     def is_cpu(self) -> bool:
         return self.category is Category.CPU

@@ -1,0 +1,621 @@
+"""Caches: local copies of active blocks, inserted at their key-slices.
+
+Runs right after `unswitch`, when every loop's bounds are exact (no padding is left), so
+footprints computed from loop bounds touch only real elements. For a cache at index d:
+every loop over d is a *site*; the block is the box hull of the elements its body
+touches (Fourier–Motzkin over the loop bounds, per array dimension), as affine
+functions of the enclosing loops. Before the site the block is copied in (if the
+array is read there, or not fully overwritten), after it written back (mutable arrays
+only); inside, accesses go to the cache. A multicache (trigger index t) copies, at each
+loop over t, every block the inner sites will visit, into a buffer with one leading
+dimension per intermediate loop the blocks move with (packed panels).
+
+Guarantees afterwards: each cache is a `Buffer` of role "cache", allocated once at
+function level, accessed only inside its sites (and copy loops); results are unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..analysis.polyhedra import Bound, ConstraintSet
+from ..errors import ScheduleError
+from ..ir.affine import Affine, lower_bound_constraints, to_affine, upper_bound_constraints
+from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, idx_op
+from ..ir.stmt import Block, For, Store, block
+from ..ir.types import ScalarType
+from ..ir.visitor import Mutator, Visitor
+
+# Caches at most this many elements whose copies are unrolled (candidates for registers).
+REGISTER_CACHE_ELEMENTS = 512
+
+
+@dataclass
+class _Access:
+    indices: tuple
+    chain: list  # For loops from the site down to the access
+    is_write: bool
+    is_read: bool
+    reduce: Optional[str] = None
+
+
+def _loop_cons(f: For) -> list:
+    lo = lower_bound_constraints(f.var, f.lo)
+    hi = upper_bound_constraints(f.var, f.hi)
+    if lo is None or hi is None:
+        raise ScheduleError(f"cache: the bounds of loop {f.var.name} are not affine")
+    return lo + hi
+
+
+def _collect(site: For, buf: Buffer) -> list:
+    out = []
+
+    def walk(s, chain):
+        if isinstance(s, For):
+            walk(s.body, chain + [s])
+        elif isinstance(s, Block):
+            for x in s.stmts:
+                walk(x, chain)
+        elif isinstance(s, Store):
+            reads = []
+
+            class V(Visitor):
+                def visit_Load(self, n):
+                    if n.buffer is buf:
+                        reads.append(n.indices)
+                    self.generic_visit(n)
+
+            V().visit(s.value)
+            for ix in s.indices:
+                V().visit(ix)
+            for r in reads:
+                out.append(_Access(r, chain, False, True))
+            if s.buffer is buf:
+                out.append(_Access(s.indices, chain, True, s.reduce is not None, s.reduce))
+        elif hasattr(s, "body"):
+            walk(s.body, chain)
+        elif hasattr(s, "then"):
+            walk(s.then, chain)
+            if s.orelse is not None:
+                walk(s.orelse, chain)
+
+    walk(site, [])
+    return out
+
+
+def _extreme(expr: Affine, cons: ConstraintSet, drop: list, upper: bool, ctx: ConstraintSet):
+    """Bounds on `expr` over the points of `cons` after projecting out `drop` (a list of Bounds)."""
+    t = Var("t")
+    pr = cons.add(Affine.var(t) - expr, expr - Affine.var(t)).project_out(drop)
+    if pr is None:
+        raise ScheduleError("cache: the footprint is too complex to compute")
+    lows, ups = pr.bounds(t)
+    bs = ups if upper else lows
+    outer = ctx.union_with(pr.without(t))
+    keep = []
+    for b in sorted(set(bs), key=lambda b: (len(b.num.terms), b.den)):
+        if any(_dominates(outer, k, b, upper) for k in keep):
+            continue
+        keep = [k for k in keep if not _dominates(outer, b, k, upper)]
+        keep.append(b)
+    if not keep:
+        raise ScheduleError("cache: the footprint is unbounded")
+    return keep
+
+
+def _dominates(ctx, a: Bound, b: Bound, upper: bool) -> bool:
+    """For upper bounds: a <= b everywhere (a is tighter); for lower bounds: a >= b."""
+    d = a.num * b.den - b.num * a.den
+    return ctx.implies(-d if upper else d)
+
+
+def _bound_expr(bs, upper: bool):
+    out = None
+    for b in bs:
+        e = b.num.to_expr() if b.den == 1 else idx_op("floordiv", (b.num + (0 if upper else b.den - 1)).to_expr(),
+                                                       Const(b.den))
+        out = e if out is None else BinOp("min" if upper else "max", out, e, ScalarType.index)
+    return out
+
+
+@dataclass
+class _Block:
+    lo: list  # per dim: IR expr of the block's first element
+    hi: list  # per dim: IR expr of the block's last element
+    lo_aff: list  # per dim: Affine of lo when it is a single affine expression, else None
+    ext_max: list  # per dim: the largest extent over all executions (int)
+    reads: bool
+    writes: bool
+    full_overwrite: bool
+    ctx: object = None  # the site's context: constraints of its enclosing loops
+
+
+def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Block]:
+    accesses = _collect(site, buf)
+    if not accesses:
+        return None
+    ctx_cons = []
+    for f in enclosing:
+        ctx_cons += _loop_cons(f)
+    ctx_cons += [Affine.var(s) for s in symbols]
+    ctx = ConstraintSet(ctx_cons)
+    rank = buf.rank
+    los: list = [[] for _ in range(rank)]
+    his: list = [[] for _ in range(rank)]
+    for acc in accesses:
+        cons = ConstraintSet(ctx_cons + [c for f in acc.chain for c in _loop_cons(f)])
+        drop = [f.var for f in acc.chain]
+        for k, ix in enumerate(acc.indices):
+            a = to_affine(ix)
+            if a is None:
+                raise ScheduleError(f"cache of {buf.name}: subscript {k} is not affine")
+            los[k].append(_extreme(a, cons, drop, False, ctx))
+            his[k].append(_extreme(a, cons, drop, True, ctx))
+    lo_e, hi_e, lo_aff, ext_max = [], [], [], []
+    for k in range(rank):
+        # union over accesses: the smallest lower bound, the largest upper bound
+        lows = _union(ctx, [b for bs in los[k] for b in (bs if len(bs) == 1 else [])], los[k], lower=True)
+        ups = _union(ctx, [b for bs in his[k] for b in (bs if len(bs) == 1 else [])], his[k], lower=False)
+        lo_e.append(lows[1])
+        hi_e.append(ups[1])
+        lo_aff.append(lows[0])
+        ext_max.append(_max_extent(ctx, lows[0], ups[0], buf.name, k))
+    reads = any(a.is_read for a in accesses)
+    writes = any(a.is_write for a in accesses)
+    full = writes and not reads and _covers_box(site, accesses)
+    return _Block(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx)
+
+
+def _union(ctx, singles, groups, lower: bool):
+    """(Affine or None, IR expr) of min (lower) / max (upper) over the accesses' bounds."""
+    if all(len(g) == 1 for g in groups):
+        # keep the extreme ones: for a union's lower bound, the smallest
+        keep = []
+        for b in sorted(set(singles), key=lambda b: (len(b.num.terms), b.den)):
+            # a union takes the smallest lower bound / the largest upper bound
+            if any(_dominates(ctx, k, b, upper=lower) for k in keep):
+                continue  # some kept k <= b (lower) or k >= b (upper) already covers b
+            keep = [k for k in keep if not _dominates(ctx, b, k, upper=lower)]
+            keep.append(b)
+        aff = keep[0].num if len(keep) == 1 and keep[0].den == 1 else None
+        expr = None
+        for b in keep:
+            e = _bound_expr([b], upper=not lower)
+            expr = e if expr is None else BinOp("min" if lower else "max", expr, e, ScalarType.index)
+        return aff, expr
+    expr = None
+    for g in groups:
+        e = _bound_expr(g, upper=not lower)
+        expr = e if expr is None else BinOp("min" if lower else "max", expr, e, ScalarType.index)
+    return None, expr
+
+
+def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], name, k) -> int:
+    if lo is None or hi is None:
+        raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} is not affine")
+    d = hi - lo + 1
+    if d.is_const:
+        return max(d.const, 0)
+    t = Var("t")
+    pr = ctx.add(Affine.var(t) - d, d - Affine.var(t)).project_onto([t])
+    if pr is None:
+        raise ScheduleError(f"cache of {name}: cannot bound the block's extent")
+    _, ups = pr.bounds(t)
+    vals = [b.num.const // b.den for b in ups if b.num.is_const]
+    if not vals:
+        raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} depends on runtime sizes; "
+                            f"caches need blocks of bounded size")
+    return max(min(vals), 0)
+
+
+def _covers_box(site: For, accesses) -> bool:
+    """Do the writes certainly fill the whole box? (one subscript per dim = one full loop)."""
+    writes = [a for a in accesses if a.is_write]
+    if len(writes) != 1:
+        return False
+    w = writes[0]
+    loops = {f.var: f for f in w.chain}
+    used = set()
+    for ix in w.indices:
+        a = to_affine(ix)
+        inner = [v for v in a.vars if v in loops]
+        if len(inner) > 1:
+            return False
+        if inner:
+            v = inner[0]
+            if abs(a.coef(v)) != 1 or v in used:
+                return False
+            used.add(v)
+    # every loop of the chain must appear (else elements are rewritten, still full) and be rectangular
+    for f in w.chain:
+        lo, hi = to_affine(f.lo), to_affine(f.hi)
+        if lo is None or hi is None or any(v in loops for v in lo.vars + hi.vars):
+            return False
+    return True
+
+
+# -- the pass ---------------------------------------------------------------------------------------
+
+@dataclass
+class _CacheInfo:
+    cache: object
+    source: Buffer
+    site_var: Var
+    trigger_var: Optional[Var]
+    dtype: ScalarType
+    layout_last: bool
+    target: object = None
+    buffer: Optional[Buffer] = None
+    lead_vars: list = field(default_factory=list)  # multicache: intermediate loop vars
+    lead_lo: list = field(default_factory=list)
+    lead_ext: list = field(default_factory=list)
+
+
+def cache_loop_vars(plan) -> set:
+    """Loop vars that caches attach to (their loops must survive simplification)."""
+    space = plan.schedule.space
+    out = set()
+    for c in plan.caches:
+        for ix in (c.index, c.trigger_index):
+            if ix is not None:
+                out.add(space.dim(ix).var)
+        if c.trigger_index is not None:
+            # the loops between trigger and site index a multicache's panels
+            lo, hi = space.position(c.trigger_index), space.position(c.index)
+            out.update(d.var for d in space.dims[lo:hi + 1])
+        if c.budget:
+            out.update(space.vars)
+    return out
+
+
+def insert_caches(stmt, plan, symbols):
+    """Returns (stmt, [cache buffers]) with every requested cache inserted."""
+    from ..nest.array import Array
+
+    space = plan.schedule.space
+    n = len(space.dims)
+    caches = sorted(plan.caches, key=lambda c: -_resolved_level(c, stmt, space, symbols))
+    buffers: dict = {}
+    out_bufs = []
+    for c in caches:
+        level = _resolved_level(c, stmt, space, symbols)
+        site_var = space.dims[n - level].var
+        trig_var = space.dims[n - c.trigger_level].var if c.trigger_level is not None else None
+        source = buffers[id(c.source)] if not isinstance(c.source, Array) else c.source.buffer
+        layout_last = c.layout is not None and c.layout is Array.Layout.LAST_MAJOR
+        info = _CacheInfo(c, source, site_var, trig_var, c.element_type or source.dtype, layout_last, plan.target)
+        stmt = _apply(stmt, info, symbols)
+        if info.buffer is not None:
+            buffers[id(c)] = info.buffer
+            out_bufs.append(info.buffer)
+    return stmt, out_bufs
+
+
+def _resolved_level(c, stmt, space, symbols) -> int:
+    if not c.budget:
+        return c.level
+    if getattr(c, "_resolved", None) is not None:
+        return c._resolved
+    from ..nest.array import Array
+
+    n = len(space.dims)
+    if not isinstance(c.source, Array):
+        raise ScheduleError("cache: budget caches of caches are not supported")
+    buf = c.source.buffer
+    for level in range(n, 0, -1):
+        var = space.dims[n - level].var
+        sizes = [b for b in _site_blocks(stmt, var, buf, symbols)]
+        if not sizes:
+            continue
+        need = max(_prod(b.ext_max) for b in sizes)
+        if need <= c.max_elements:
+            c._resolved = level
+            c.index = space.dims[n - level].index
+            c.level = level
+            return level
+    raise ScheduleError(f"cache of {buf.name}: no key-slice has an active block within max_elements={c.max_elements}")
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _site_blocks(stmt, var, buf, symbols) -> list:
+    out = []
+
+    def walk(s, enclosing):
+        if isinstance(s, For):
+            if s.var is var:
+                b = _footprint(s, enclosing, buf, symbols)
+                if b is not None:
+                    out.append(b)
+                return
+            walk(s.body, enclosing + [s])
+        elif isinstance(s, Block):
+            for x in s.stmts:
+                walk(x, enclosing)
+        elif hasattr(s, "body"):
+            walk(s.body, enclosing)
+
+    walk(stmt, [])
+    return out
+
+
+def _apply(stmt, info: _CacheInfo, symbols):
+    # 1. analyse every site: blocks, the buffer's shape
+    blocks = _site_blocks(stmt, info.site_var, info.source, symbols)
+    if not blocks:
+        return stmt
+    rank = info.source.rank
+    shape = [max(b.ext_max[k] for b in blocks) for k in range(rank)]
+    lead_shape = []
+    if info.trigger_var is not None:
+        lead_shape = _multicache_leads(stmt, info, blocks, symbols)
+    full_shape = lead_shape + shape
+    strides = _strides(full_shape, lead=len(lead_shape), last_major=info.layout_last)
+    name = f"{info.source.name}_cache"
+    info.buffer = Buffer(name, info.dtype, tuple(Const(s) for s in full_shape), tuple(Const(s) for s in strides),
+                         role="cache", memory="local")
+    # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
+    return _Rewrite(info, symbols).visit(stmt)
+
+
+def _strides(shape, lead: int, last_major: bool) -> list:
+    n = len(shape)
+    strides = [0] * n
+    acc = 1
+    block_dims = list(range(lead, n))
+    order = block_dims if last_major else list(reversed(block_dims))
+    for d in order:
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    for d in reversed(range(lead)):
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    return strides
+
+
+def _multicache_leads(stmt, info, blocks, symbols) -> list:
+    """Leading dims of a multicache: the loops between trigger and site the blocks move with."""
+    lo_vars = set()
+    for b in blocks:
+        for a in b.lo_aff:
+            if a is None:
+                raise ScheduleError(f"cache of {info.source.name}: multicache blocks must start at affine positions")
+            lo_vars.update(a.vars)
+    between = _loops_between(stmt, info.trigger_var, info.site_var)
+    leads = [v for v in between if v in lo_vars]
+    info.lead_vars = leads
+    # constant hull of each lead loop's range
+    info.lead_lo, info.lead_ext = [], []
+    for v in leads:
+        los, his = [], []
+        for f in _loops_of(stmt, v):
+            lo, hi = to_affine(f.lo), to_affine(f.hi)
+            if lo is None or hi is None or not lo.is_const or not hi.is_const:
+                raise ScheduleError(f"cache of {info.source.name}: the multicache's loop {v.name} must have "
+                                    f"constant bounds")
+            los.append(lo.const)
+            his.append(hi.const)
+        info.lead_lo.append(min(los))
+        info.lead_ext.append(max(his) - min(los))
+    return list(info.lead_ext)
+
+
+def _loops_between(stmt, outer: Var, inner: Var) -> list:
+    found: list = []
+
+    def walk(s, chain):
+        if isinstance(s, For):
+            if s.var is inner:
+                if outer in chain:
+                    k = chain.index(outer)
+                    for v in chain[k + 1:]:
+                        if v not in found:
+                            found.append(v)
+                return
+            walk(s.body, chain + [s.var])
+        elif isinstance(s, Block):
+            for x in s.stmts:
+                walk(x, chain)
+        elif hasattr(s, "body"):
+            walk(s.body, chain)
+
+    walk(stmt, [])
+    return found
+
+
+def _loops_of(stmt, var) -> list:
+    out = []
+
+    class V(Visitor):
+        def visit_For(self, f):
+            if f.var is var:
+                out.append(f)
+            self.generic_visit(f)
+
+    V().visit(stmt)
+    return out
+
+
+class _Rewrite(Mutator):
+    def __init__(self, info: _CacheInfo, symbols):
+        self.info = info
+        self.symbols = symbols
+        self.enclosing: list = []
+
+    def visit_For(self, f: For):
+        info = self.info
+        if f.var is info.site_var:
+            blk = _footprint(f, self.enclosing, info.source, self.symbols)
+            if blk is None:
+                return f
+            body = _RedirectAccesses(info, blk).visit(f)
+            if info.trigger_var is not None:
+                return body  # copies happen at the trigger loop
+            return block(*self._copy_in(blk), body, *self._write_back(blk))
+        if info.trigger_var is not None and f.var is info.trigger_var:
+            self.enclosing.append(f)
+            inner = self.visit(f.body)
+            self.enclosing.pop()
+            new = For(f.var, f.lo, f.hi, block(*self._multicopy(f, inner)), f.kind, f.attrs)
+            return new
+        self.enclosing.append(f)
+        body = self.visit(f.body)
+        self.enclosing.pop()
+        if body is f.body:
+            return f
+        return For(f.var, f.lo, f.hi, body, f.kind, f.attrs)
+
+    # -- copies ---------------------------------------------------------------------------
+    def _copy_nest(self, exts, make_body, small: bool):
+        vs = [Var(f"{self.info.source.name}_c{k}") for k in range(len(exts))]
+        body = make_body(vs)
+        for k in reversed(range(len(exts))):
+            kind = "serial"
+            if small:
+                kind = "vectorized" if k == len(exts) - 1 and self._vectorizable_copy() else "unrolled"
+            body = For(vs[k], Const(0), exts[k], body, kind)
+        return body
+
+    def _vectorizable_copy(self) -> bool:
+        from ..targets.x86 import vector_isa_for
+
+        src = self.info.source
+        last = to_affine(src.strides[-1]) if src.strides else None
+        return (vector_isa_for(self.info.target, self.info.dtype) is not None and self.info.dtype is src.dtype
+                and last is not None and last.is_const and last.const == 1 and not self.info.layout_last)
+
+    def _small(self) -> bool:
+        return _prod(int(to_affine(s).const) for s in self.info.buffer.shape) <= REGISTER_CACHE_ELEMENTS
+
+    def _exts(self, blk):
+        return [idx_op("add", idx_op("sub", hi, lo), Const(1)) for lo, hi in zip(blk.lo, blk.hi)]
+
+    def _copy_in(self, blk, lead_vals=()):
+        info = self.info
+        if not blk.reads and blk.full_overwrite:
+            return []
+        src = info.source
+
+        def body(vs):
+            val = Load(src, tuple(idx_op("add", lo, v) for lo, v in zip(blk.lo, vs)))
+            if info.dtype is not src.dtype:
+                val = Cast(val, info.dtype)
+            return Store(info.buffer, tuple(lead_vals) + tuple(vs), val)
+
+        return [self._copy_nest(self._exts(blk), body, self._small())]
+
+    def _write_back(self, blk):
+        info = self.info
+        if not blk.writes or info.source.role in ("input", "const"):
+            return []
+        src = info.source
+
+        def body(vs):
+            val = Load(info.buffer, tuple(vs))
+            if info.dtype is not src.dtype:
+                val = Cast(val, src.dtype)
+            return Store(src, tuple(idx_op("add", lo, v) for lo, v in zip(blk.lo, vs)), val)
+
+        return [self._copy_nest(self._exts(blk), body, self._small())]
+
+    def _multicopy(self, trig: For, inner_body):
+        """At each trigger iteration: copy every block the inner sites will use."""
+        info = self.info
+        blk_all = _footprint(trig, self.enclosing, info.source, self.symbols)  # the trigger-level hull
+        if blk_all is None:
+            return [inner_body]
+        # the block at a site, as a function of the lead vars (identical formula at every site)
+        site_blocks = []
+
+        def walk(s, enclosing):
+            if isinstance(s, For):
+                if s.var is info.site_var:
+                    b = _footprint(s, enclosing, info.source, self.symbols)
+                    if b is not None:
+                        site_blocks.append(b)
+                    return
+                walk(s.body, enclosing + [s])
+            elif isinstance(s, Block):
+                for x in s.stmts:
+                    walk(x, enclosing)
+            elif hasattr(s, "body"):
+                walk(s.body, enclosing)
+
+        walk(trig.body, self.enclosing + [trig])
+        if not site_blocks:
+            return [inner_body]
+        # the most general formula (most variables) must agree with every site's own origin
+        ref = max(site_blocks, key=lambda b: sum(len(a.vars) for a in b.lo_aff if a is not None))
+        for b in site_blocks:
+            for x, y in zip(b.lo_aff, ref.lo_aff):
+                if x is None or y is None or not (b.ctx.implies(x - y) and b.ctx.implies(y - x)):
+                    raise ScheduleError(f"cache of {info.source.name}: the multicache's blocks start at places {x} vs {y} in {b.ctx} "
+                                        f"that are not one affine function of the loops; use a cache without "
+                                        f"a trigger")
+        lead_vars = info.lead_vars
+        shape_blk = [int(to_affine(s).const) for s in info.buffer.shape[len(lead_vars):]]
+        # per lead combination: block origin (affine in lead vars), extents clipped to the hull
+        copies = []
+        lvs = [Var(v.name + "_p") for v in lead_vars]
+        sub = {v: Affine.var(lv) + lo for v, lv, lo in zip(lead_vars, lvs, info.lead_lo)}
+        origin = [a.subs(sub) for a in ref.lo_aff]
+        exts = []
+        for k, o in enumerate(origin):
+            hull_hi = to_affine(blk_all.hi[k])
+            full = Const(shape_blk[k])
+            if hull_hi is None:
+                exts.append(full)
+            else:
+                exts.append(BinOp("min", full, (hull_hi - o + 1).to_expr(), ScalarType.index))
+        src = info.source
+
+        def body(vs):
+            val = Load(src, tuple(idx_op("add", o.to_expr(), v) for o, v in zip(origin, vs)))
+            if info.dtype is not src.dtype:
+                val = Cast(val, info.dtype)
+            return Store(info.buffer, tuple(lvs) + tuple(vs), val)
+
+        nest = self._copy_nest(exts, body, False)
+        for lv, ext in reversed(list(zip(lvs, info.lead_ext))):
+            nest = For(lv, Const(0), Const(ext), nest)
+        copies.append(nest)
+        return copies + [inner_body]
+
+
+class _RedirectAccesses(Mutator):
+    """Inside a site: accesses to the source go to the cache, relative to the block's origin."""
+
+    def __init__(self, info: _CacheInfo, blk: _Block):
+        self.info = info
+        self.blk = blk
+
+    def _index(self, indices):
+        info = self.info
+        lead = [idx_op("sub", v, Const(lo)) for v, lo in zip(info.lead_vars, info.lead_lo)]
+        if info.trigger_var is not None:
+            origin = [a.to_expr() if a is not None else lo for a, lo in zip(self.blk.lo_aff, self.blk.lo)]
+        else:
+            origin = self.blk.lo
+        return tuple(lead) + tuple(idx_op("sub", ix, o) for ix, o in zip(indices, origin))
+
+    def visit_Load(self, e: Load):
+        e = self.generic_visit(e)
+        if e.buffer is not self.info.source:
+            return e
+        val = Load(self.info.buffer, self._index(e.indices))
+        return Cast(val, e.buffer.dtype) if self.info.dtype is not e.buffer.dtype else val
+
+    def visit_Store(self, s: Store):
+        s = self.generic_visit(s)
+        if s.buffer is not self.info.source:
+            return s
+        value = s.value
+        if self.info.dtype is not s.buffer.dtype:
+            value = Cast(value, self.info.dtype)
+        return Store(self.info.buffer, self._index(s.indices), value, s.reduce)
+

@@ -1,0 +1,64 @@
+"""`Cache`: a plan's request for a local copy of an array's active block (Accera's model).
+
+With loop order (d1, ..., dn), the key-slice of index dp is the set of iterations that
+share d1..d(p-1); its level is n - p + 1. The active block of an array at a key-slice
+is the smallest box holding every element the slice touches. A cache holds that block
+in its own layout: filled when the slice starts, written back (mutable arrays only)
+when it ends. The lowering is accpy/lower/cache.py.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Optional
+
+from ..ir.types import ScalarType
+
+
+class MemorySpace(enum.Enum):
+    NONE = "none"          # chosen by the target (host memory / registers)
+    SHARED = "shared"      # accepted for Accera compatibility; same as NONE on a CPU
+    PRIVATE = "private"
+    GLOBAL = "global"
+    SCRATCHPAD = "scratchpad"    # Gemmini
+    ACCUMULATOR = "accumulator"  # Gemmini
+
+
+class Cache:
+    """The handle `Plan.cache` returns; usable as the source of another (inner) cache."""
+
+    def __init__(self, plan, source, index, level, trigger_index, trigger_level, max_elements, layout,
+                 element_type, thrifty, location, double_buffer):
+        self.plan = plan
+        self.source = source  # an Array or an outer Cache
+        self.index = index
+        self.level = level
+        self.trigger_index = trigger_index
+        self.trigger_level = trigger_level
+        self.max_elements = max_elements
+        self.layout = layout
+        self.element_type: Optional[ScalarType] = element_type
+        self.thrifty = thrifty
+        self.location = location
+        self.double_buffer = double_buffer
+
+    @property
+    def array(self):
+        """The array this cache (or the cache it copies) finally stands for."""
+        s = self.source
+        while isinstance(s, Cache):
+            s = s.source
+        return s
+
+    @property
+    def role(self):
+        return self.array.role
+
+    @property
+    def budget(self) -> bool:
+        return self.max_elements is not None
+
+    def __repr__(self) -> str:
+        where = (f"index={self.index.name}" if self.index is not None else
+                 f"level={self.level}" if self.level is not None else f"max_elements={self.max_elements}")
+        src = self.source.name if not isinstance(self.source, Cache) else repr(self.source)
+        return f"Cache({src}, {where})"
