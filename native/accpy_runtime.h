@@ -142,9 +142,14 @@ ACCPY_HREDUCE(accpy_hmax_m256i, __m256i, int32_t, 8, ACCPY_MAX)
 #endif
 
 /* ---- error channel ------------------------------------------------------------------ */
-/* Each library has its own copy (static); the package exports `<package>_last_error()`. */
+/* Each library has its own copy (static); the package exports `<package>_last_error()`.
+ * Errors normally go to the calling thread's slot. An error raised on an OpenMP worker
+ * thread cannot reach the caller's thread-local slot, so it also goes to a process-wide
+ * slot that the caller's entry point checks (and clears) after the parallel region. */
 static __thread char accpy_error_text[2048];
 static __thread int accpy_error_flag;
+static char accpy_shared_error_text[2048];
+static int accpy_shared_error_flag;
 
 __attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const char* fmt, ...) {
     va_list ap;
@@ -152,6 +157,24 @@ __attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const 
     vsnprintf(accpy_error_text, sizeof accpy_error_text, fmt, ap);
     va_end(ap);
     accpy_error_flag = 1;
+    if (!__atomic_exchange_n(&accpy_shared_error_flag, 1, __ATOMIC_ACQ_REL)) {
+        memcpy(accpy_shared_error_text, accpy_error_text, sizeof accpy_error_text);
+    }
+}
+
+/* Called by entry points: move an error raised on a worker thread to this thread. */
+__attribute__((unused)) static int accpy_collect_error(void) {
+    if (accpy_error_flag) {
+        __atomic_store_n(&accpy_shared_error_flag, 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (__atomic_load_n(&accpy_shared_error_flag, __ATOMIC_ACQUIRE)) {
+        memcpy(accpy_error_text, accpy_shared_error_text, sizeof accpy_error_text);
+        accpy_error_flag = 1;
+        __atomic_store_n(&accpy_shared_error_flag, 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    return 0;
 }
 
 __attribute__((unused)) static const char* accpy_take_error(void) {

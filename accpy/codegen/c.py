@@ -321,7 +321,10 @@ class CEmitter:
         v = self.var(s.var)
         lo, hi = self.expr(s.lo), self.expr(s.hi)
         if s.kind == "parallel":
-            self.emit(s.attr("pragma", "#pragma omp parallel for"), 0)
+            clauses = f"schedule({s.attr('policy', 'static')}) num_threads({s.attr('threads', 1)})"
+            if s.attr("collapse", 1) > 1:
+                clauses += f" collapse({s.attr('collapse')})"
+            self.emit(f"#pragma omp parallel for {clauses}", 0)
         elif s.kind == "unrolled":
             self.emit("#pragma GCC unroll 64", 0)
         elif s.kind == "simd":
@@ -370,11 +373,14 @@ class CEmitter:
         else:
             size = self.expr(total)
             self.emit(f"{ct}* {name} = ({ct}*)aligned_alloc(64, ((size_t)({size}) * sizeof({ct}) + 63) / 64 * 64);", depth)
-            self.emit(f"if (!{name}) {{ accpy_set_error(\"out of memory allocating {b.name}\"); return; }}", depth)
+            self.emit(f"if (!{name}) {{", depth)
+            self.emit(f"accpy_set_error(\"out of memory allocating {b.name}\");", depth + 1)
+            self.emit("} else {", depth)
             if s.zero:
-                self.emit(f"memset({name}, 0, (size_t)({size}) * sizeof({ct}));", depth)
-            self.stmt(s.body, depth)
-            self.emit(f"free({name});", depth)
+                self.emit(f"memset({name}, 0, (size_t)({size}) * sizeof({ct}));", depth + 1)
+            self.stmt(s.body, depth + 1)
+            self.emit(f"free({name});", depth + 1)
+            self.emit("}", depth)
 
     def s_Evaluate(self, s: Evaluate, depth):
         self.emit(self.expr(s.value) + ";", depth)

@@ -1,7 +1,8 @@
 """Lowering: schedule + plan -> loop IR, as one ordered list of named passes.
 
     scan -> unswitch -> caches -> simplify -> mark loop kinds -> unroll -> simplify
-    -> vectorize -> allocate temporaries and caches -> promote registers -> simplify
+    -> vectorize -> parallelize (OpenMP; caches private to threads) -> allocate temporaries
+    and caches -> promote registers -> simplify
 
 Each pass is one module whose docstring says what it guarantees. Set ACCPY_DEBUG_LOWER=1
 to print the IR after every pass.
@@ -16,6 +17,7 @@ from ..ir.stmt import Alloc, For, Function
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, Visitor, buffers_of, free_vars
 from .cache import cache_loop_vars, insert_caches
+from .parallelize import mark_parallel, place_buffers
 from .registers import promote_registers
 from .scan import scan
 from .simplify import simplify
@@ -119,10 +121,13 @@ def default_arguments(stmt) -> tuple:
 
 def lower_function(plan, name: str, args=None) -> Function:
     stmt, cache_bufs = lower_loops(plan.schedule.space, plan.loop_annotations(), plan.target, plan)
-    for b in reversed([b for b in buffers_of(stmt) if b.role == "temp"]):
+    if plan.parallel is not None:
+        _, policy, threads = plan.parallel
+        stmt = _log("parallelize", mark_parallel(stmt, policy, threads))
+    temps = [b for b in buffers_of(stmt) if b.role == "temp"]
+    stmt = place_buffers(stmt, cache_bufs, zero=False)
+    for b in reversed(temps):
         stmt = Alloc(b, stmt, zero=True)
-    for b in reversed(cache_bufs):
-        stmt = Alloc(b, stmt, zero=False)
     if cache_bufs:
         stmt = _log("promote registers", promote_registers(stmt))
         stmt = _log("simplify", simplify(stmt))

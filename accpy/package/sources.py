@@ -148,7 +148,7 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
             unpack.append(f"*({c_type(i.dtype)}*)args[{k}]")
     out.append(f"int {pf.name}__packed(void** args) {{\n"
                f"    {pf.name}({', '.join(unpack)});\n"
-               f"    return accpy_error_flag ? 1 : 0;\n}}\n")
+               f"    return accpy_collect_error();\n}}\n")
     return "\n".join(out)
 
 

@@ -14,6 +14,7 @@ class Plan:
         self._target = target
         self._kinds: list = []  # (index handle, "unrolled" | "vectorized"), in request order
         self._caches: list = []
+        self._parallel = None
 
     @property
     def schedule(self):
@@ -76,6 +77,66 @@ class Plan:
             self.unroll(u)
         for v in vectorize_indices:
             self.vectorize(v)
+
+    # -- parallelism ------------------------------------------------------------------------
+    def parallelize(self, indices, pin=None, policy: str = "static", max_threads=None) -> None:
+        """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP)."""
+        from ..nest.logic import Index
+
+        if isinstance(indices, Index):
+            indices = (indices,)
+        if not isinstance(indices, (tuple, list)) or not indices:
+            raise TypeError("indices: expected an index or a non-empty tuple of indices")
+        if pin is not None:
+            raise ValueError("parallelize: pin= is not supported")
+        if policy not in ("static", "dynamic"):
+            raise ValueError(f"policy: expected 'static' or 'dynamic', got {policy!r}")
+        if max_threads is not None and (not isinstance(max_threads, int) or isinstance(max_threads, bool)
+                                        or max_threads <= 0):
+            raise ValueError(f"max_threads: expected an integer > 0, got {max_threads!r}")
+        order = [d.index for d in self._schedule.space.dims]
+        pos = []
+        for ix in indices:
+            self._dim_var(ix)
+            pos.append(next(k for k, d in enumerate(order) if d is ix))
+        if pos != list(range(pos[0], pos[0] + len(pos))):
+            raise ValueError("parallelize: the indices must be contiguous in the schedule's order, and in that order")
+        for ix in indices:
+            if self._kind_of(ix) is not None:
+                raise ValueError(f"parallelize: {ix.name} is already {self._kind_of(ix)}")
+        self._check_parallel_races(indices)
+        threads = self._target.num_threads if max_threads is None else min(max_threads, self._target.num_threads)
+        self._parallel = (tuple(indices), policy, max(threads, 1))
+
+    def _check_parallel_races(self, indices) -> None:
+        """A statement whose target element does not move with a parallel index is written by
+        several threads at once (e.g. matmul's k): refuse it, naming two racing iterations."""
+        from ..errors import ScheduleError
+
+        from ..ir.affine import substitute_indices, to_affine
+
+        space = self._schedule.space
+        pvars = [space.dim(ix).var for ix in indices]
+        for part in space.parts:
+            for st in part.statements:
+                target = substitute_indices(st.store, part.index_map)
+                moved = set()
+                for ix in target.indices:
+                    a = to_affine(ix)
+                    moved.update(a.vars if a is not None else ())
+                racing = [v for v in pvars if v not in moved]
+                if racing:
+                    v = racing[0]
+                    raise ScheduleError(
+                        f"parallelize({', '.join(ix.name for ix in indices)}): {st.describe()} writes the same "
+                        f"element of {st.store.buffer.name} for every value of {v.name}, so two threads would "
+                        f"update it at once (e.g. iterations {v.name}=0 and {v.name}=1 race); parallelize an "
+                        f"index the written element depends on")
+
+    @property
+    def parallel(self):
+        """(indices, policy, threads) or None."""
+        return self._parallel
 
     # -- caches ---------------------------------------------------------------------------
     def cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
@@ -185,7 +246,11 @@ class Plan:
 
     def loop_annotations(self) -> dict:
         """Loop var -> kind, for the lowering passes."""
-        return {self._dim_var(ix): k for ix, k in self._kinds}
+        out = {self._dim_var(ix): k for ix, k in self._kinds}
+        if self._parallel is not None:
+            for ix in self._parallel[0]:
+                out[self._dim_var(ix)] = "parallel"
+        return out
 
     def emit_c(self, name: str = "kernel", args=None) -> str:
         """The C code this plan lowers to (for reading, not for building)."""

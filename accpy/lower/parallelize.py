@@ -1,0 +1,154 @@
+"""Parallelize: OpenMP loops, and where buffers live so that threads do not share caches.
+
+A loop of kind `parallel` becomes `#pragma omp parallel for`; directly nested parallel
+loops with rectangular bounds are collapsed into it, any other parallel loop nested
+inside runs serially (no nested parallel regions). Caches used inside a parallel loop
+are allocated inside its body (one per thread); everything else at function level.
+
+Guarantees afterwards: parallel loops carry ("collapse", n), ("policy", p) and
+("threads", t) attributes; no parallel loop is nested in another; every cache is
+allocated in the scope of all its uses and private to each thread.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..ir.affine import to_affine
+from ..ir.stmt import Alloc, For
+from ..ir.visitor import Mutator, Visitor, buffers_of
+
+
+def mark_parallel(stmt, policy: str, threads: int):
+    return _Mark(policy, threads).visit(stmt)
+
+
+class _Mark(Mutator):
+    def __init__(self, policy, threads):
+        self.policy, self.threads = policy, threads
+        self.depth = 0
+
+    def visit_For(self, f: For):
+        if f.kind != "parallel":
+            return self.generic_visit(f)
+        if self.depth > 0:
+            # inside another parallel loop: run serially
+            self.depth += 1
+            body = self.visit(f.body)
+            self.depth -= 1
+            return For(f.var, f.lo, f.hi, body, "serial", f.attrs)
+        collapse = 1
+        inner = f.body
+        outer_vars = {f.var}
+        while isinstance(inner, For) and inner.kind == "parallel":
+            lo, hi = to_affine(inner.lo), to_affine(inner.hi)
+            if lo is None or hi is None or any(v in outer_vars for v in lo.vars + hi.vars):
+                break
+            collapse += 1
+            outer_vars.add(inner.var)
+            inner = inner.body
+        self.depth += 1
+        body = self._collapsed(f.body, collapse - 1)
+        self.depth -= 1
+        attrs = tuple(a for a in f.attrs if a[0] not in ("collapse", "policy", "threads")) + (
+            ("collapse", collapse), ("policy", self.policy), ("threads", self.threads))
+        return For(f.var, f.lo, f.hi, body, "parallel", attrs)
+
+    def _collapsed(self, s, n):
+        if n == 0:
+            return self.visit(s)
+        return For(s.var, s.lo, s.hi, self._collapsed(s.body, n - 1), "parallel_inner", s.attrs)
+
+
+def _parallel_loops(stmt) -> list:
+    out = []
+
+    class V(Visitor):
+        def visit_For(self, f):
+            if f.kind == "parallel":
+                out.append(f)
+                return
+            self.generic_visit(f)
+
+    V().visit(stmt)
+    return out
+
+
+def place_buffers(stmt, buffers, zero: bool):
+    """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`."""
+    par = _parallel_loops(stmt)
+    inside = {}
+    for p in par:
+        for b in buffers_of(p.body):
+            inside.setdefault(id(b), []).append(p)
+    private = [b for b in buffers if id(b) in inside]
+    shared = [b for b in buffers if id(b) not in inside]
+    if private:
+        outside_uses = _uses_outside_parallel(stmt, private)
+        if outside_uses:
+            b = outside_uses[0]
+            raise ScheduleError(f"cache {b.name} is filled outside the parallel loop but used inside it; put the "
+                                f"parallel index outside the cache's index (and trigger)")
+        stmt = _WrapParallel(private, zero).visit(stmt)
+    for b in reversed(shared):
+        stmt = Alloc(b, stmt, zero=zero)
+    return stmt
+
+
+def _uses_outside_parallel(stmt, bufs) -> list:
+    ids = {id(b) for b in bufs}
+    found = []
+
+    class V(Visitor):
+        def visit_For(self, f):
+            if f.kind == "parallel":
+                return
+            self.generic_visit(f)
+
+        def visit_Load(self, n):
+            if id(n.buffer) in ids:
+                found.append(n.buffer)
+            self.generic_visit(n)
+
+        def visit_Store(self, n):
+            if id(n.buffer) in ids:
+                found.append(n.buffer)
+            self.generic_visit(n)
+
+    V().visit(stmt)
+    return found
+
+
+class _WrapParallel(Mutator):
+    def __init__(self, bufs, zero):
+        self.bufs, self.zero = bufs, zero
+
+    def visit_For(self, f: For):
+        if f.kind != "parallel":
+            return self.generic_visit(f)
+        used = {id(b) for b in buffers_of(f.body)}
+        body = f.body
+        for b in reversed(self.bufs):
+            if id(b) in used:
+                body = Alloc(b, body, zero=self.zero)
+        # collapsed inner loops must stay perfectly nested: allocate inside the innermost one
+        return For(f.var, f.lo, f.hi, _sink_allocs(body), f.kind, f.attrs)
+
+
+def _sink_allocs(body):
+    allocs = []
+    while isinstance(body, Alloc):
+        allocs.append(body)
+        body = body.body
+    if not allocs:
+        return body
+
+    def rebuild(inner):
+        for a in reversed(allocs):
+            inner = Alloc(a.buffer, inner, a.zero)
+        return inner
+
+    def down(s):
+        if isinstance(s, For) and s.kind == "parallel_inner":
+            return For(s.var, s.lo, s.hi, down(s.body), s.kind, s.attrs)
+        return rebuild(s)
+
+    return down(body)
