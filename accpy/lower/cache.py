@@ -393,16 +393,47 @@ def _multicache_leads(stmt, info, blocks, symbols) -> list:
     info.lead_lo, info.lead_ext = [], []
     for v in leads:
         los, his = [], []
-        for f in _loops_of(stmt, v):
-            lo, hi = to_affine(f.lo), to_affine(f.hi)
-            if lo is None or hi is None or not lo.is_const or not hi.is_const:
-                raise ScheduleError(f"cache of {info.source.name}: the multicache's loop {v.name} must have "
-                                    f"constant bounds")
-            los.append(lo.const)
-            his.append(hi.const)
+        for f, enclosing in _loops_with_context(stmt, v):
+            cons = ConstraintSet([c for e in enclosing for c in _loop_cons(e)] + [Affine.var(x) for x in symbols])
+            lo, hi = _constant_extreme(f.lo, cons, False), _constant_extreme(f.hi, cons, True)
+            if lo is None or hi is None:
+                raise ScheduleError(f"cache of {info.source.name}: the range of the multicache's loop {v.name} "
+                                    f"must be bounded by constants")
+            los.append(lo)
+            his.append(hi)
         info.lead_lo.append(min(los))
         info.lead_ext.append(max(his) - min(los))
     return list(info.lead_ext)
+
+
+def _constant_extreme(e, cons: ConstraintSet, upper: bool):
+    """The constant min (or max) of an affine expression over a constraint set, if bounded."""
+    a = to_affine(e)
+    if a is None:
+        return None
+    if a.is_const:
+        return a.const
+    bs = _extreme(a, cons, list(cons.vars | set(a.vars)), upper, ConstraintSet())
+    vals = [b.num.const // b.den if upper else -((-b.num.const) // b.den) for b in bs if b.num.is_const]
+    return (min(vals) if upper else max(vals)) if vals else None
+
+
+def _loops_with_context(stmt, var) -> list:
+    out = []
+
+    def walk(s, enclosing):
+        if isinstance(s, For):
+            if s.var is var:
+                out.append((s, list(enclosing)))
+            walk(s.body, enclosing + [s])
+        elif isinstance(s, Block):
+            for x in s.stmts:
+                walk(x, enclosing)
+        elif hasattr(s, "body"):
+            walk(s.body, enclosing)
+
+    walk(stmt, [])
+    return out
 
 
 def _loops_between(stmt, outer: Var, inner: Var) -> list:
