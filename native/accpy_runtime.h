@@ -92,18 +92,34 @@ ACCPY_INT_HELPERS(uint32_t, uint32_t, 32, u32, 0, UINT32_MAX)
 ACCPY_INT_HELPERS(uint64_t, uint64_t, 64, u64, 0, UINT64_MAX)
 
 /* ---- floating point ---------------------------------------------------------------- */
-ACCPY_INLINE float accpy_mod_f32(float a, float b) {
-    float r = fmodf(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}
-ACCPY_INLINE double accpy_mod_f64(double a, double b) {
-    double r = fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}
-ACCPY_INLINE float accpy_floordiv_f32(float a, float b) { return floorf((a - accpy_mod_f32(a, b)) / b); }
-ACCPY_INLINE double accpy_floordiv_f64(double a, double b) { return floor((a - accpy_mod_f64(a, b)) / b); }
+/* Python's float `%` and `//` (as CPython and numpy compute them): the quotient is
+ * (a - fmod(a, b)) / b, adjusted by one when the remainder changes sign, then rounded to
+ * the nearest integer (it is one up to rounding error); zero results take the sign Python
+ * gives them. A zero divisor gives NaN. */
+#define ACCPY_FLOAT_DIVMOD(T, SFX, FMOD, FLOOR, COPYSIGN)                                      \
+    ACCPY_INLINE T accpy_mod_##SFX(T a, T b) {                                                \
+        T r = FMOD(a, b);                                                                     \
+        if (r != 0) {                                                                         \
+            if ((r < 0) != (b < 0)) r += b;                                                   \
+        } else {                                                                              \
+            r = COPYSIGN((T)0, b);                                                            \
+        }                                                                                     \
+        return r;                                                                             \
+    }                                                                                         \
+    ACCPY_INLINE T accpy_floordiv_##SFX(T a, T b) {                                           \
+        T m = FMOD(a, b);                                                                     \
+        T d = (a - m) / b;                                                                    \
+        if (m != 0 && ((b < 0) != (m < 0))) d -= (T)1;                                        \
+        if (d != 0) {                                                                         \
+            T f = FLOOR(d);                                                                   \
+            if (d - f > (T)0.5) f += (T)1;                                                    \
+            return f;                                                                         \
+        }                                                                                     \
+        return COPYSIGN((T)0, a / b);                                                         \
+    }
+
+ACCPY_FLOAT_DIVMOD(float, f32, fmodf, floorf, copysignf)
+ACCPY_FLOAT_DIVMOD(double, f64, fmod, floor, copysign)
 ACCPY_INLINE float accpy_min_f32(float a, float b) { return a < b ? a : b; }
 ACCPY_INLINE float accpy_max_f32(float a, float b) { return a > b ? a : b; }
 ACCPY_INLINE double accpy_min_f64(double a, double b) { return a < b ? a : b; }

@@ -34,6 +34,19 @@ def user_location() -> tuple[str, int, str]:
     return (f.f_code.co_filename, f.f_lineno, text)
 
 
+def traceback_location(tb) -> tuple[str, int, str]:
+    """(file, line, source text) of the innermost user-code frame of a traceback."""
+    import linecache
+
+    found = ("<unknown>", 0, "")
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not os.path.abspath(code.co_filename).startswith(_PKG_DIR + os.sep):
+            found = (code.co_filename, tb.tb_lineno, linecache.getline(code.co_filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return found
+
+
 def assigned_names(with_kind: bool = False):
     """Names the caller's caller assigns the result of the current call to.
 

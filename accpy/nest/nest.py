@@ -72,7 +72,17 @@ class Nest:
         if not callable(logic):
             raise TypeError(f"logic: expected a function, got {type(logic).__name__}")
         with LogicCapture(self, first_number=len(self.statements) + 1) as cap:
-            logic()
+            try:
+                logic()
+            except LogicError as err:
+                if str(err).startswith("statement "):
+                    raise
+                # raised while building an expression: name the statement being written
+                from .naming import traceback_location
+
+                file, line, text = traceback_location(err.__traceback__)
+                number = cap.first_number + len(cap.statements)
+                raise LogicError(f"statement {number} (`{text}`, {file}:{line}): {err}") from None
         if not cap.statements:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
         from ..analysis.logic_check import check_statements

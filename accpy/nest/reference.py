@@ -19,6 +19,8 @@ from ..ir.types import ScalarType, int_range
 # -- scalar semantics (mirror of native/accpy_runtime.h) ---------------------------------------
 
 def _wrap(x: int, t: ScalarType):
+    if t is ScalarType.bool:  # C's conversion to bool: any nonzero value is true
+        return np.bool_(int(x) != 0)
     lo, hi = int_range(t)
     span = hi - lo + 1
     return t.dtype.type(((int(x) - lo) % span) + lo)
@@ -49,14 +51,27 @@ def _int_mod(a, b, t):
 def _float_mod(a, b, t):
     f = t.dtype.type
     r = f(np.fmod(a, b))
-    if r != 0 and ((r < 0) != (b < 0)):
-        r = f(r + b)
+    if r != 0:
+        if (r < 0) != (b < 0):
+            r = f(r + b)
+    else:
+        r = f(np.copysign(f(0), b))
     return r
 
 
 def _float_floordiv(a, b, t):
+    """Python's float //: (a - fmod(a, b)) / b, adjusted and rounded as CPython does."""
     f = t.dtype.type
-    return f(np.floor(f(f(a - _float_mod(a, b, t)) / b)))
+    m = f(np.fmod(a, b))
+    d = f(f(a - m) / b)
+    if m != 0 and ((b < 0) != (m < 0)):
+        d = f(d - f(1))
+    if d != 0:
+        fl = f(np.floor(d))
+        if f(d - fl) > 0.5:
+            fl = f(fl + f(1))
+        return fl
+    return f(np.copysign(f(0), f(a / b)))
 
 
 def _shl(a, b, t):
@@ -66,6 +81,17 @@ def _shl(a, b, t):
 def _shr(a, b, t):
     n = int(b) & (t.bits - 1)
     return _wrap(int(a) >> n, t)
+
+
+def _int_pow(a, b, t):
+    a, b = int(a), int(b)
+    if b < 0:  # the truncated value of 1 / a**|b|
+        if a == 1:
+            return _wrap(1, t)
+        if a == -1:
+            return _wrap(-1 if b & 1 else 1, t)
+        return _wrap(0, t)
+    return _wrap(pow(a, b, 1 << t.bits), t)
 
 
 def _float_to_int(x, t):
@@ -109,11 +135,23 @@ def _math(fn, a, t):
 
 
 _HELPERS = {"_wrap": _wrap, "_int_div": _int_div, "_int_floordiv": _int_floordiv, "_int_mod": _int_mod,
-            "_float_mod": _float_mod, "_float_floordiv": _float_floordiv, "_shl": _shl, "_shr": _shr,
+            "_int_pow": _int_pow, "_float_mod": _float_mod, "_float_floordiv": _float_floordiv, "_shl": _shl, "_shr": _shr,
             "_cast": _cast, "_abs": _abs, "_math": _math, "np": np, "ScalarType": ScalarType}
 
 
 # -- code generation to Python ------------------------------------------------------------------
+
+# index operations evaluated on plain Python ints; any other index op (/, <<, &, **, ...)
+# takes the int64 path below, like the C emitter
+_INDEX_OPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
+
+
+def _plain_index_op(e) -> bool:
+    """A divisor that is not a constant may be 0: that takes the int64 path (x // 0 == 0)."""
+    if e.op in ("floordiv", "mod"):
+        return isinstance(e.b, Const) and int(e.b.value) != 0
+    return e.op in _INDEX_OPS
+
 
 class _PyGen:
     def __init__(self):
@@ -144,7 +182,7 @@ class _PyGen:
             return str(int(e.value))
         if isinstance(e, Var):
             return self.name(e)
-        if isinstance(e, BinOp) and e.dtype is ScalarType.index:
+        if isinstance(e, BinOp) and e.dtype is ScalarType.index and _plain_index_op(e):
             a, b = self.index(e.a), self.index(e.b)
             op = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}.get(e.op)
             if op:
@@ -166,7 +204,7 @@ class _PyGen:
         if isinstance(e, Load):
             return f"{self.buf(e.buffer)}[{', '.join(self.index(i) for i in e.indices)}]"
         if isinstance(e, BinOp):
-            if t is ScalarType.index:
+            if t is ScalarType.index and _plain_index_op(e):
                 return self.index(e)
             a, b = self.expr(e.a), self.expr(e.b)
             ot = e.a.dtype
@@ -206,6 +244,8 @@ class _PyGen:
                     return f"_shl({a}, {b}, {T})"
                 if op == "shr":
                     return f"_shr({a}, {b}, {T})"
+                if op == "pow":
+                    return f"_int_pow({a}, {b}, {T})"
             raise NotImplementedError(f"reference: {op} on {t.name}")
         if isinstance(e, UnOp):
             a = self.expr(e.a)
