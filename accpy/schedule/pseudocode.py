@@ -21,9 +21,12 @@ def _cmp_text(c: Affine, names) -> str:
         return f"{expr_str(pos.to_expr(), names)} >= {-c.const}"
     if pos.is_const:  # neg <= const  ->  neg < const + 1
         return f"{expr_str(neg.to_expr(), names)} < {c.const + 1}"
-    if c.const >= 0:
-        return f"{expr_str(neg.to_expr(), names)} < {expr_str((pos + (c.const + 1)).to_expr(), names)}"
-    return f"{expr_str(pos.to_expr(), names)} >= {expr_str((neg - c.const).to_expr(), names)}"
+    # mixed signs: the variables on the left, in index order, the first one positive, as in
+    # Accera's docs (`i - j >= 0 and i - j < 8` for the guards of a skew)
+    lin = Affine(c.terms)
+    if c.terms[0][1] > 0:  # lin + const >= 0  ->  lin >= -const
+        return f"{expr_str(lin.to_expr(), names)} >= {-c.const}"
+    return f"{expr_str((-lin).to_expr(), names)} < {c.const + 1}"  # -lin <= const
 
 
 def space_pseudocode(space) -> str:
