@@ -364,8 +364,6 @@ def test_split_of_a_skewed_dimension_is_unswitched():
     assert "if" not in low
 
 
-@pytest.mark.xfail(strict=True, reason="a split of a runtime dimension keeps guards in the innermost loop "
-                                       "instead of min/max loop bounds (DESIGN: never a guard in a full tile)")
 def test_split_of_a_runtime_dimension_has_no_guard_in_the_inner_loop():
     N = acc.Dimension(name="N")
     X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(N,), element_type=ST.int32, name="X")
@@ -380,3 +378,27 @@ def test_split_of_a_runtime_dimension_has_no_guard_in_the_inner_loop():
     s.split(n, 4)
     low = s.to_python(unswitched=True)
     assert "if" not in low
+    assert "range(4)" in low  # full tiles have a constant trip count
+
+
+def test_split_of_a_runtime_dimension_runs_every_iteration_once(tmp_path):
+    import numpy as np
+
+    N = acc.Dimension(name="N")
+    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(N,), element_type=ST.int32, name="X")
+    nest = acc.Nest(shape=(N,))
+    n = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        X[n] += 1
+
+    s = nest.create_schedule()
+    s.split(n, 4)
+    pkg = acc.Package()
+    pkg.add(s, args=(X, N), base_name="count")
+    lib = pkg.build("rtsplit", output_dir=tmp_path, python_module=False)
+    for size in range(0, 10):
+        x = np.zeros(size, dtype=np.int32)
+        lib.count(x, size)
+        assert (x == 1).all(), (size, x)

@@ -138,7 +138,7 @@ def _z3_check(nest, pending) -> list:
                 sizev = m.eval(zaff(size), model_completion=True).as_long()
                 msg = _oob_message(st, buf, k, a, point, value, sizev)
                 if syms:
-                    msg += " when " + ", ".join(f"{v.name}={x}" for v, x in syms.items())
+                    msg += " when " + ", ".join(f"{v.name}={x}" for v, x in sorted(syms.items(), key=lambda t: t[0].name))
                 out.append(msg)
             elif r == z3.unknown:
                 out.append(f"{st.describe()}: could not prove that index {k} of {buf.name} stays in bounds")

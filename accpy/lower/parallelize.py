@@ -2,8 +2,9 @@
 
 A loop of kind `parallel` becomes `#pragma omp parallel for`; directly nested parallel
 loops with rectangular bounds are collapsed into it, any other parallel loop nested
-inside runs serially (no nested parallel regions). Caches used inside a parallel loop
-are allocated inside its body (one per thread); everything else at function level.
+inside runs serially (no nested parallel regions). Caches written inside a parallel loop
+are allocated inside its body (one per thread); caches only read there (filled before
+the loop) are shared, at function level like everything else.
 
 Guarantees afterwards: parallel loops carry ("collapse", n), ("policy", p) and
 ("threads", t) attributes; no parallel loop is nested in another; every cache is
@@ -75,12 +76,12 @@ def _parallel_loops(stmt) -> list:
 def place_buffers(stmt, buffers, zero: bool):
     """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`."""
     par = _parallel_loops(stmt)
-    inside = {}
+    written = set()
     for p in par:
-        for b in buffers_of(p.body):
-            inside.setdefault(id(b), []).append(p)
-    private = [b for b in buffers if id(b) in inside]
-    shared = [b for b in buffers if id(b) not in inside]
+        written |= _written_buffers(p.body)
+    # a buffer written inside a parallel loop is per thread; one only read there is shared
+    private = [b for b in buffers if id(b) in written]
+    shared = [b for b in buffers if id(b) not in written]
     if private:
         outside_uses = _uses_outside_parallel(stmt, private)
         if outside_uses:
@@ -91,6 +92,22 @@ def place_buffers(stmt, buffers, zero: bool):
     for b in reversed(shared):
         stmt = Alloc(b, stmt, zero=zero)
     return stmt
+
+
+def _written_buffers(stmt) -> set:
+    out = set()
+
+    class V(Visitor):
+        def visit_Store(self, n):
+            out.add(id(n.buffer))
+            self.generic_visit(n)
+
+        def visit_VStore(self, n):
+            out.add(id(n.buffer))
+            self.generic_visit(n)
+
+    V().visit(stmt)
+    return out
 
 
 def _uses_outside_parallel(stmt, bufs) -> list:

@@ -106,8 +106,12 @@ def _floor_form_high_exclusive(b: Bound) -> Bound:
 
 
 def _rational_ge(ctx: ConstraintSet, a: Bound, b: Bound) -> bool:
-    """Proves a.num/a.den >= b.num/b.den (which implies the same for floor and ceil)."""
-    return ctx.implies(a.num * b.den - b.num * a.den)
+    """Proves floor(a) >= floor(b) for floor-form bounds (exact when one side is an integer)."""
+    if b.den == 1:  # floor(x/p) >= y  <=>  x >= p*y
+        return ctx.implies(a.num - b.num * a.den)
+    if a.den == 1:  # y >= floor(x/q)  <=>  q*y + q - 1 - x >= 0
+        return ctx.implies(a.num * b.den + (b.den - 1) - b.num)
+    return ctx.implies(a.num * b.den - b.num * a.den)  # sufficient: x1/p1 >= x2/q2
 
 
 def _floor_expr(b: Bound):
@@ -151,18 +155,16 @@ class _Generator:
     def _prune(self, bs, outer, lower):
         """Drop bounds implied by another; among equals keep the simplest."""
         bs = sorted(set(bs), key=_simplicity)
+        ff = _floor_form_low if lower else (lambda b: b)  # compare integer values in floor form
+
+        def wins(x, y):  # x makes y redundant: larger lower bound / smaller upper bound
+            return _rational_ge(outer, ff(x), ff(y)) if lower else _rational_ge(outer, ff(y), ff(x))
+
         keep = []
         for b in bs:
-            dominated = False
-            for k in keep:
-                # for lower bounds the larger wins, for upper bounds the smaller
-                if (lower and _rational_ge(outer, k, b)) or (not lower and _rational_ge(outer, b, k)):
-                    dominated = True
-                    break
-            if dominated:
+            if any(wins(k, b) for k in keep):
                 continue
-            keep = [k for k in keep if not ((lower and _rational_ge(outer, b, k)) or
-                                            (not lower and _rational_ge(outer, k, b)))]
+            keep = [k for k in keep if not wins(b, k)]
             keep.append(b)
         return keep
 

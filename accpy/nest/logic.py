@@ -273,6 +273,10 @@ class LogicCapture:
         try:
             t = array.element_type
             v = lift(value, t)
+            if v.element_type is ScalarType.index and not t.is_float and _literal_only(v.expr):
+                # an expression of integer literals only (e.g. acc.select(c, 1, 0)) takes the target's type
+                _check_literals_fit(v.expr, t)
+                v = Value(Cast(v.expr, t))
             if not widens_to(v.element_type, t):
                 raise LogicError(
                     f"mixed types: a {v.element_type.name} value is assigned to {array.name}, "
@@ -284,6 +288,36 @@ class LogicCapture:
         where.store = store
         self.statements.append(where)
         return where
+
+
+def _literal_only(e) -> bool:
+    """True when an index-typed expression involves no variable and no memory (only literals)."""
+    from ..ir.visitor import Visitor
+
+    found = []
+
+    class V(Visitor):
+        def visit_Var(self, n):
+            found.append(n)
+
+        def visit_Load(self, n):
+            found.append(n)
+
+    V().visit(e)
+    return not found
+
+
+def _check_literals_fit(e, t: ScalarType) -> None:
+    from ..ir.visitor import Visitor
+
+    lo, hi = int_range(t)
+
+    class V(Visitor):
+        def visit_Const(self, c):
+            if c.dtype is ScalarType.index and not lo <= int(c.value) <= hi:
+                raise LogicError(f"the constant {int(c.value)} does not fit in {t.name} (range {lo}..{hi})")
+
+    V().visit(e)
 
 
 def record_assignment(array, key, value) -> None:

@@ -24,7 +24,8 @@ from .paths import cache_dir
 CC = os.environ.get("ACCPY_CC", "gcc")
 CXX = os.environ.get("ACCPY_CXX", "g++")
 
-BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fopenmp-simd", "-w"]
+BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fopenmp-simd", "-w",
+               "-Werror=implicit-function-declaration"]
 
 
 @functools.lru_cache(maxsize=None)
