@@ -26,6 +26,8 @@ setup(
             "accpy._binder",
             ["native/binder.cpp"],
             include_dirs=["native"],
+            # rebuild when the shared argument-checking header changes, not only binder.cpp
+            depends=["native/accpy_pyargs.hpp"],
             cxx_std=17,
             extra_compile_args=["-O2"],
             libraries=["dl"],

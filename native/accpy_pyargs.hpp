@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -98,11 +99,12 @@ public:
             const ArgSpec& a = sig_[k];
             if (a.kind != DIM) continue;
             py::object o = given[k];
-            if (!py::isinstance<py::int_>(o) && !py::hasattr(o, "__index__")) {
-                throw py::type_error("argument '" + a.name + "': expected an int (a runtime dimension), got " +
-                                     std::string(py::str(o.get_type().attr("__name__"))));
+            int overflow = 0;
+            long long v = index_value(a, o, "an int (a runtime dimension)", overflow);
+            if (overflow != 0) {
+                throw py::value_error("argument '" + a.name + "': the dimension " + std::string(py::str(py::repr(o))) +
+                                      " does not fit in int64");
             }
-            int64_t v = py::cast<int64_t>(o.attr("__index__")());
             if (v < 0) throw py::value_error("argument '" + a.name + "': a dimension must be >= 0, got " + std::to_string(v));
             dims[k] = v;
         }
@@ -138,6 +140,31 @@ public:
     }
 
 private:
+    // The value of an integer-like object (its __index__), as long long; `overflow` is set
+    // (like PyLong_AsLongLongAndOverflow) when it does not fit. Floats, strings, None and
+    // objects whose __index__ fails raise a TypeError naming the argument.
+    static long long index_value(const ArgSpec& a, py::handle o, const std::string& what, int& overflow) {
+        auto type_err = [&]() {
+            return py::type_error("argument '" + a.name + "': expected " + what + ", got " +
+                                  std::string(py::str(py::type::handle_of(o).attr("__name__"))) + " " +
+                                  std::string(py::str(py::repr(o))));
+        };
+        if (py::isinstance<py::float_>(o) || py::isinstance<py::str>(o) || !py::hasattr(o, "__index__")) throw type_err();
+        PyObject* idx = PyNumber_Index(o.ptr());
+        if (!idx) {
+            PyErr_Clear();
+            throw type_err();
+        }
+        py::object keep = py::reinterpret_steal<py::object>(idx);
+        overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            throw type_err();
+        }
+        return v;
+    }
+
     void* convert_scalar(const ArgSpec& a, py::object o, unsigned char* out) {
         const std::string& t = a.dtype;
         auto type_err = [&]() {
@@ -146,21 +173,39 @@ private:
         };
         if (t == "float32" || t == "float64" || t == "float16") {
             if (!py::hasattr(o, "__float__") || py::isinstance<py::str>(o)) throw type_err();
-            double v = py::cast<double>(o.attr("__float__")());
+            double v = PyFloat_AsDouble(o.ptr());
+            if (v == -1.0 && PyErr_Occurred()) {
+                // e.g. an int too large for a double, or a failing __float__
+                PyErr_Clear();
+                throw py::value_error("argument '" + a.name + "': " + std::string(py::str(py::repr(o))) +
+                                      " does not fit in " + t);
+            }
+            // a finite value that the element type cannot hold would silently become inf
+            const double limit = t == "float32" ? 3.4028234663852886e38 : t == "float16" ? 65504.0 : 0.0;
+            if (limit != 0.0 && std::isfinite(v) && std::fabs(v) > limit) {
+                const float fv = (float)v;  // values within half an ulp of the limit round to it
+                const bool rounds_to_max = t == "float32" ? std::isfinite(fv) : std::fabs(v) < 65520.0;
+                if (!rounds_to_max) {
+                    throw py::value_error("argument '" + a.name + "': " + std::string(py::str(py::repr(o))) +
+                                          " does not fit in " + t + " (it would become inf)");
+                }
+            }
             if (t == "float64") std::memcpy(out, &v, 8);
             else if (t == "float32") { float f = (float)v; std::memcpy(out, &f, 4); }
             else { _Float16 h = (_Float16)v; std::memcpy(out, &h, 2); }
             return out;
         }
-        if (py::isinstance<py::float_>(o) || !py::hasattr(o, "__index__")) throw type_err();
-        py::object idx = o.attr("__index__")();
         int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+        long long v = index_value(a, o, "a " + t + " scalar (an int)", overflow);
         unsigned long long uv = 0;
         bool ok = true;
         if (t == "uint64") {
             if (overflow < 0 || (overflow == 0 && v < 0)) ok = false;
-            else if (overflow > 0) { uv = PyLong_AsUnsignedLongLong(idx.ptr()); if (PyErr_Occurred()) { PyErr_Clear(); ok = false; } }
+            else if (overflow > 0) {
+                py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()));
+                uv = PyLong_AsUnsignedLongLong(idx.ptr());
+                if (PyErr_Occurred()) { PyErr_Clear(); ok = false; }
+            }
             else uv = (unsigned long long)v;
             if (ok) std::memcpy(out, &uv, 8);
         } else if (overflow != 0) {
@@ -191,7 +236,7 @@ private:
         for (int64_t s : a.shape) shape.push_back(s >= 0 ? s : dims[(size_t)(-s - 1)]);
         if (!py::isinstance<py::array>(o)) {
             throw py::type_error("argument '" + a.name + "': expected a numpy array of " + a.dtype + " with shape " +
-                                 join_shape(shape) + ", got " + std::string(py::str(o.get_type().attr("__name__"))));
+                                 join_shape(shape) + ", got " + std::string(py::str(py::type::handle_of(o).attr("__name__"))));
         }
         py::array arr = py::reinterpret_borrow<py::array>(o);
         std::string got = py::str(arr.dtype());

@@ -125,11 +125,19 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
     out.append("libraries = []")
     out.append("")
     out.append("[declaration]")
+    # The C preprocessor tokenizes even the skipped `#ifdef TOML` groups, and a line with a
+    # lone `'''` is an unterminated character constant to it (a warning, an error under
+    # -Werror). Each delimiter line therefore sits inside a C comment, opened and closed on
+    # lines that TOML reads as comments: `# /*` ... `# */`.
+    out.append("# /*")
     out.append("code = '''")
+    out.append("# */")
     out.append("#endif // TOML")
     out.append(declarations(pkg_name, functions))
     out.append("#ifdef TOML")
+    out.append("# /*")
     out.append("'''")
+    out.append("# */")
     out.append("")
     out.append("#endif // TOML")
     out.append("")

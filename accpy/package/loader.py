@@ -36,14 +36,22 @@ def get_binder():
     return mod
 
 
-def stable_library_path(lib: Path) -> Path:
-    """A content-addressed copy of a library, so that reloading after a rebuild is never stale."""
+def stable_library_path(lib: Path, file_name: Optional[str] = None) -> Path:
+    """A content-addressed copy of a library, so that reloading after a rebuild is never stale.
+
+    The dynamic loader (and Python's extension-module cache) reuse an already loaded file
+    by its path: loading `output_dir/libx.so` again after a rebuild would give the old
+    code. A copy named after its content gives each version its own path. `file_name`
+    keeps a fixed file name (an extension module's), inside a directory named by content.
+    """
     from .compile import copy_atomic
     from .paths import cache_dir
 
-    digest = hashlib.sha256(Path(lib).read_bytes()).hexdigest()[:32]
-    dst = cache_dir() / "loaded" / f"{digest}.so"
+    data = Path(lib).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:32]
+    dst = cache_dir() / "loaded" / (f"{digest}.so" if file_name is None else f"{digest}/{file_name}")
     if not dst.exists():
+        dst.parent.mkdir(parents=True, exist_ok=True)
         copy_atomic(lib, dst)
     return dst
 
@@ -93,8 +101,14 @@ class BuiltPackage:
         if path is None or not Path(path).exists():
             raise FileNotFoundError(f"the Python module of {self.name} was not built "
                                     f"(build with python_module='sync' or 'async')")
-        loader = importlib.machinery.ExtensionFileLoader(self.name, str(path))
-        spec = importlib.util.spec_from_file_location(self.name, str(path), loader=loader)
+        # After a rebuild (or for another package of the same name) the dynamic loader,
+        # Python's extension cache and pybind11's module cache (keyed by the spec's name)
+        # would all return the old module: load a content-addressed copy, under a name
+        # that carries the content's digest (the init function is found by the last part)
+        path = stable_library_path(Path(path), Path(path).name)
+        spec_name = f"_accpy_{path.parent.name}.{self.name}"
+        loader = importlib.machinery.ExtensionFileLoader(spec_name, str(path))
+        spec = importlib.util.spec_from_file_location(spec_name, str(path), loader=loader)
         mod = importlib.util.module_from_spec(spec)
         loader.exec_module(mod)
         return mod

@@ -237,7 +237,10 @@ class Package:
             files["python_module_source"] = out / f"{name}_module.cpp"
 
             def job():
-                path, seconds, cached = compile_cxx_module(msrc, [], out, name, str(files["python_module_source"]))
+                # the kernels are linked in from the cache's archive (immutable once published),
+                # not from output_dir, which a concurrent build may be rewriting
+                path, seconds, cached = compile_cxx_module(msrc, ["-fopenmp"] if openmp else [], lib.static, lib.key,
+                                                           str(files["python_module_source"]))
                 copy_atomic(path, files["python_module"])
                 timings["pybind11"] = seconds
                 timings["pybind11_cache_hit"] = cached
@@ -247,7 +250,8 @@ class Package:
             if python_module == "sync":
                 module_build.wait()
         fn_desc = [(f.name, f.base_name, f.infos) for f in fns]
-        built = BuiltPackage(name, out, files["shared"], fn_desc, files, module_build)
+        # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
+        built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
         timings["total"] = time.perf_counter() - t0
         built.timings = timings
         return built

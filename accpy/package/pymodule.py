@@ -1,6 +1,7 @@
 """The package's own Python extension module (pybind11), the artifact users ship.
 
-It links `lib<name>.so` and validates arguments with the same C++ code as the generic
+It contains the package's kernels (linked in from `name.a`, so it stands alone) and
+validates arguments with the same C++ code as the generic
 binder (native/accpy_pyargs.hpp). Building it takes seconds (pybind11's headers), so
 `Package.build` runs it in the background by default; the package is callable at once
 through the generic binder.

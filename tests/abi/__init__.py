@@ -1,0 +1,1 @@
+"""Helpers of the package-layer tests: kernels, numpy oracles, C drivers."""

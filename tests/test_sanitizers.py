@@ -1,0 +1,155 @@
+"""Memory safety of generated code: the emitted `name.c` runs under AddressSanitizer and
+UndefinedBehaviorSanitizer, called from a C driver with exactly-sized heap buffers.
+
+Kernels chosen for their boundary code: a matmul with tiles that do not divide the
+extents, a skewed conv1d (triangle / rectangle / triangle loops, also unrolled), runtime
+sizes with partial tiles, LAST_MAJOR and explicitly strided inputs, a cached and
+vectorized matmul, and the DEBUG-mode wrapper (reference copies, comparison).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import accpy as acc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi import kernels as K  # noqa: E402
+from abi.driver import read_results, write_driver  # noqa: E402
+
+SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g", "-O1",
+             "-std=gnu11", "-fwrapv", "-fno-math-errno"]
+REPORT_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
+
+
+def _sanitizers_available(tmp: Path) -> bool:
+    src = tmp / "probe.c"
+    src.write_text("int main(void) { return 0; }\n")
+    p = subprocess.run(["gcc", *SAN_FLAGS, str(src), "-o", str(tmp / "probe")], capture_output=True, text=True)
+    return p.returncode == 0
+
+
+def _cached_vectorized_matmul():
+    k = K.make_matmul(30, 37, 19, tiles=(8, 16), k_split=4, base_name="cached_mm")
+    i, j, kk_, kk, ii, jj = k.source.get_indices()
+    plan = k.source.create_plan()
+    A, B, C = k.args
+    plan.cache(B, index=ii)
+    plan.cache(C, index=ii)
+    plan.vectorize(jj)
+    k.source = plan
+    return k
+
+
+def _kernels():
+    return [
+        K.make_matmul(13, 11, 7, tiles=(4, 5), k_split=3, base_name="mm_ragged"),
+        K.make_conv1d_skewed(20, 5, base_name="conv1d_skew"),
+        K.make_conv1d_skewed(9, 4, unroll_below=3, base_name="conv1d_skew_unrolled"),
+        K.make_runtime_matmul(dims=(13, 9, 7), tiles=(4, 4), base_name="rt_mm"),
+        K.make_last_major(7, 10, 6, base_name="lm_mm"),
+        K.make_int_axpy(37, base_name="axpy_i32"),
+        _cached_vectorized_matmul(),
+    ]
+
+
+def _run_under_sanitizers(tmp_path: Path, mode) -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    if not _sanitizers_available(tmp_path):
+        pytest.skip("gcc cannot link -fsanitize=address,undefined here (libasan/libubsan missing)")
+    kernels = _kernels()
+    pkg = acc.Package()
+    fns = [pkg.add(k.source, args=k.args, base_name=k.base_name) for k in kernels]
+    out = tmp_path / "out"
+    name = "san_" + mode.value
+    assert pkg.build(name, format=acc.Package.Format.HAT_SOURCE, mode=mode, output_dir=out) is None
+    meta = tomllib.loads((out / f"{name}.hat").read_text())
+    openmp = bool(meta["dependencies"]["dynamic"])
+    rng = np.random.default_rng(7)
+    cases, before = [], []
+    for k, f in zip(kernels, fns):
+        values = k.call_args(rng)
+        cases.append((f.name, f.infos, values))
+        before.append(K.copy_inputs(values))
+    work = tmp_path / "work"
+    work.mkdir()
+    driver = write_driver(work, name, cases)
+    exe = work / "driver"
+    cmd = ["gcc", *SAN_FLAGS, f"-I{out}", str(out / f"{name}.c"), str(driver), "-o", str(exe), "-lm"]
+    if openmp:
+        cmd.insert(1, "-fopenmp")
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, f"compiling under sanitizers failed:\n{' '.join(cmd)}\n{p.stderr}"
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
+    if "LeakSanitizer has encountered a fatal error" in r.stderr:  # e.g. under ptrace: run without leak checks
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:halt_on_error=1"
+        r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, f"driver exited with {r.returncode}\n{r.stderr[-6000:]}"
+    for marker in REPORT_MARKERS:
+        assert marker not in r.stderr, r.stderr[-6000:]
+    # the driver really ran the kernels: its results match numpy
+    for k, res, b in zip(kernels, read_results(work, cases), before):
+        K.check_outputs(k, res, b)
+
+
+def test_release_kernels_are_memory_safe(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE)
+
+
+def test_debug_mode_wrappers_are_memory_safe(tmp_path, monkeypatch):
+    # DEBUG mode adds heap copies of the written arrays and an element-wise comparison
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    _run_under_sanitizers(tmp_path, acc.Package.Mode.DEBUG)
+
+
+def test_driver_catches_an_out_of_bounds_kernel(tmp_path, monkeypatch):
+    """The harness itself: a kernel that writes one element past its output is reported."""
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    if shutil.which("gcc") is None or not _sanitizers_available(tmp_path):
+        pytest.skip("gcc with -fsanitize=address,undefined is not available")
+    from accpy.ir.expr import BinOp, Const
+    from accpy.ir.visitor import Mutator
+    from accpy.package.package import PackageFunction
+
+    k = K.make_conv1d_skewed(8, 3, base_name="oob")
+    orig = PackageFunction.lowered
+
+    class ShiftStore(Mutator):  # Y[i] -> Y[i + 1]: the last iteration writes Y[N]
+        def visit_Store(self, st):
+            return type(st)(st.buffer, (BinOp("add", st.indices[0], Const(1), st.indices[0].dtype),), st.value,
+                            st.reduce)
+
+    def shifted(self, name):
+        import dataclasses
+
+        fn = orig(self, name)
+        return dataclasses.replace(fn, body=ShiftStore().visit(fn.body))
+
+    monkeypatch.setattr(PackageFunction, "lowered", shifted)
+    pkg = acc.Package()
+    f = pkg.add(k.source, args=k.args, base_name=k.base_name)
+    out = tmp_path / "out"
+    pkg.build("oob", format=acc.Package.Format.HAT_SOURCE, output_dir=out)
+    work = tmp_path / "work"
+    work.mkdir()
+    cases = [(f.name, f.infos, k.call_args(np.random.default_rng(0)))]
+    driver = write_driver(work, "oob", cases)
+    exe = work / "driver"
+    p = subprocess.run(["gcc", *SAN_FLAGS, f"-I{out}", str(out / "oob.c"), str(driver), "-o", str(exe), "-lm"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    assert r.returncode != 0
+    assert "heap-buffer-overflow" in r.stderr
