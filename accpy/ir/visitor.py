@@ -113,6 +113,10 @@ def buffers_of(node) -> list:
             seen.setdefault(n.buffer, None)
             self.generic_visit(n)
 
+        # vector accesses (accpy.ir.vector) name their buffer the same way
+        visit_VLoad = visit_Load
+        visit_VStore = visit_Store
+
     V().visit(node)
     return list(seen)
 
