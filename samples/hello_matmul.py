@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     waited = time.perf_counter() - t0
     c = c0.copy()
     module.matmul(a, b, c)
-    ok &= _check(f"{module.__name__}.matmul (pybind11 module)", c, expected)
+    ok &= _check(f"{lib.name}.matmul (pybind11 module)", c, expected)
 
     flops = 2.0 * M * N * K
     print(f"  first call {seconds * 1e3:.2f} ms ({flops / seconds / 1e9:.1f} GFLOP/s)")

@@ -44,7 +44,7 @@ class Example:
 
 
 EXAMPLES = [
-    Example("default", "the default schedule", "matmul",
+    Example("default_order", "the default schedule", "matmul",
             "", (3, 12, 15), "one loop per logical loop of the nest"),
     Example("reorder_jki", "reorder(j, k, i)", "matmul",
             "schedule.reorder(j, k, i)", (12, 15, 3), "a pivot of the iteration space"),
