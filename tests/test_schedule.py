@@ -466,7 +466,7 @@ def test_degenerate_and_regular_schedules_compute_the_same_result(tmp_path):
     schedules = {}
 
     s = nest.create_schedule()
-    schedules["default"] = s
+    schedules["default_order"] = s
     for size in (1, 5, 12, 13):
         s = nest.create_schedule()
         s.split(j, size)
@@ -474,7 +474,7 @@ def test_degenerate_and_regular_schedules_compute_the_same_result(tmp_path):
     s = nest.create_schedule()
     s.split(j, 3)
     s.split(j, 2)
-    schedules["double"] = s
+    schedules["double_split"] = s
     s = nest.create_schedule()
     jj, kk = s.tile({j: 5, k: 4})
     s.reorder(k, j, i, kk, jj)

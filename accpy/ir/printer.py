@@ -42,6 +42,33 @@ def expr_str(e, names=None, prec: int = 0) -> str:
         return f"{e.dtype.name}({expr_str(e.value, names)})"
     if isinstance(e, Call):
         return f"{e.fn}({', '.join(expr_str(a, names) for a in e.args)})"
+    return _vector_expr_str(e, names)
+
+
+def _vector_expr_str(e, names) -> str:
+    from .vector import Broadcast, HReduce, VBinOp, VCall, VCast, VFma, VLoad, VMask, VSelect, VVar
+
+    if isinstance(e, VLoad):
+        m = f", count={expr_str(e.count, names)}" if e.count is not None else ""
+        return f"vload{e.lanes}({e.buffer.name}[{', '.join(expr_str(i, names) for i in e.indices)}]{m})"
+    if isinstance(e, Broadcast):
+        return f"bcast{e.lanes}({expr_str(e.value, names)})"
+    if isinstance(e, VBinOp):
+        return f"v{e.op}({expr_str(e.a, names)}, {expr_str(e.b, names)})"
+    if isinstance(e, VFma):
+        return f"vfma({expr_str(e.a, names)}, {expr_str(e.b, names)}, {expr_str(e.c, names)})"
+    if isinstance(e, VCall):
+        return f"v{e.fn}({', '.join(expr_str(a, names) for a in e.args)})"
+    if isinstance(e, VCast):
+        return f"v{e.dtype.name}({expr_str(e.value, names)})"
+    if isinstance(e, VSelect):
+        return f"vselect({expr_str(e.cond, names)}, {expr_str(e.a, names)}, {expr_str(e.b, names)})"
+    if isinstance(e, VMask):
+        return f"mask{e.lanes}({expr_str(e.count, names)})"
+    if isinstance(e, VVar):
+        return names.get(e, e.name)
+    if isinstance(e, HReduce):
+        return f"{e.op}({expr_str(e.value, names)})"
     return repr(e)
 
 
@@ -77,6 +104,17 @@ def stmt_lines(s, names=None, indent: int = 0) -> list:
         return [pad + expr_str(s.value, names)]
     if isinstance(s, Comment):
         return [f"{pad}# {s.text}"]
+    from .vector import VAssign, VDecl, VStore
+
+    if isinstance(s, VStore):
+        m = f", count={expr_str(s.count, names)}" if s.count is not None else ""
+        target = f"{s.buffer.name}[{', '.join(expr_str(i, names) for i in s.indices)}]"
+        return [f"{pad}vstore{s.lanes}({target}{m}) = {expr_str(s.value, names)}"]
+    if isinstance(s, VAssign):
+        return [f"{pad}{expr_str(s.var, names)} = {expr_str(s.value, names)}"]
+    if isinstance(s, VDecl):
+        decl = ", ".join(f"{expr_str(v, names)}: {v.dtype.name}x{v.lanes}" for v in s.vars)
+        return [f"{pad}registers {decl}"] + stmt_lines(s.body, names, indent)
     return [pad + repr(s)]
 
 

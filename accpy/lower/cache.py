@@ -351,6 +351,12 @@ def _apply(stmt, info: _CacheInfo, symbols):
         return stmt
     rank = info.source.rank
     shape = [max(b.ext_max[k] for b in blocks) for k in range(rank)]
+    # rows a whole number of vectors long: vector slots never straddle two rows (registers)
+    from ..targets.x86 import vector_isa_for
+
+    isa = vector_isa_for(info.target, info.dtype) if info.target is not None else None
+    if isa is not None and shape and not info.layout_last and shape[-1] > 1:
+        shape[-1] = -(-shape[-1] // isa.lanes) * isa.lanes
     lead_shape = []
     if info.trigger_var is not None:
         lead_shape = _multicache_leads(stmt, info, blocks, symbols)
