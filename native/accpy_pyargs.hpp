@@ -132,8 +132,10 @@ public:
         }
         if (status != 0) {
             const char* msg = err_ ? err_() : nullptr;
-            PyErr_SetString(kernel_error_type(),
-                            (name_ + ": " + (msg ? std::string(msg) : std::string("the kernel reported an error"))).c_str());
+            std::string text = msg ? std::string(msg) : std::string("the kernel reported an error");
+            // messages from the kernel usually start with its name already
+            if (text.compare(0, name_.size() + 1, name_ + ":") != 0) text = name_ + ": " + text;
+            PyErr_SetString(kernel_error_type(), text.c_str());
             throw py::error_already_set();
         }
         return py::none();

@@ -125,39 +125,73 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False)
     return Library(key, so, ar, False, time.perf_counter() - t0, cflags)
 
 
-def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str, display_path: str) -> tuple:
-    """Compile a pybind11 module with the package's kernels linked in (cached). Returns (path, seconds, cached).
-
-    The kernels come from the static archive `static_lib` (position-independent code), with
-    their symbols kept local to the module (`--exclude-libs`): the module depends on no
-    `lib<name>.so`, so two packages of the same name, or a package and its rebuild, can be
-    loaded side by side in one process without one binding to the other's kernels.
-    `lib_key` (the archive's cache key) and the argument-checking header are part of the
-    module's cache key.
-    """
+def _python_module_flags() -> list:
     import sysconfig
 
+    from .paths import native_dir
+
+    return ["-fPIC", "-std=c++17", "-fvisibility=hidden", "-w", f"-I{sysconfig.get_paths()['include']}",
+            f"-I{native_dir()}"]
+
+
+def compile_module_core() -> tuple:
+    """native/accpy_pymodule.cpp compiled (pybind11; cached). Returns (object path, its cache key)."""
     import pybind11
 
     from .paths import native_dir
 
+    flags = ["-O2", *_python_module_flags(), f"-I{pybind11.get_include()}"]
+    texts = [(native_dir() / f).read_text() for f in ("accpy_pymodule.cpp", "accpy_pymodule.h", "accpy_pyargs.hpp")]
+    key = cache_key(*texts, " ".join(flags), getattr(pybind11, "__version__", ""), compiler_identity(CXX))
+    final = cache_dir() / "modcore" / key
+    obj = final / "accpy_pymodule.o"
+    if obj.exists():
+        return obj, key
+    (cache_dir() / "modcore").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "modcore", prefix=".build-"))
+    try:
+        src = native_dir() / "accpy_pymodule.cpp"
+        _run([CXX, *flags, "-c", str(src), "-o", str(tmp / "accpy_pymodule.o")], "native/accpy_pymodule.cpp",
+             str(src), "compiling the Python module core")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return obj, key
+
+
+def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str, display_path: str) -> tuple:
+    """Build a package's Python module (cached). Returns (path, seconds, cached).
+
+    `source` is the generated table file (pymodule.module_source); it is linked with the
+    cached module core (compile_module_core) and with the kernels from the static archive
+    `static_lib` (position-independent code), whose symbols stay local to the module
+    (`--exclude-libs`): the module depends on no `lib<name>.so`, so two packages of the
+    same name, or a package and its rebuild, can be loaded side by side in one process
+    without one binding to the other's kernels. `lib_key` (the archive's cache key) is
+    part of the module's cache key.
+    """
+    import sysconfig
+
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    cxxflags = ["-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-w",
-                f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{native_dir()}"] + list(flags)
-    pyargs = (native_dir() / "accpy_pyargs.hpp").read_text()
-    key = cache_key(source, pyargs, " ".join(cxxflags), lib_key, compiler_identity(CXX))
+    t0 = time.perf_counter()
+    core, core_key = compile_module_core()
+    cxxflags = ["-O1", *_python_module_flags()] + list(flags)
+    key = cache_key(source, " ".join(cxxflags), lib_key, core_key, compiler_identity(CXX))
     final = cache_dir() / "mod" / key
     out = final / f"module{suffix}"
     if out.exists():
         return out, 0.0, True
-    t0 = time.perf_counter()
     (cache_dir() / "mod").mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "mod", prefix=".build-"))
     try:
         src = tmp / "module.cpp"
         src.write_text(source)
-        _run([CXX, *cxxflags, str(src), "-o", str(tmp / f"module{suffix}"), str(static_lib),
-              "-Wl,--exclude-libs,ALL", "-lm"], display_path, str(src), "compiling the Python module")
+        _run([CXX, *cxxflags, "-c", str(src), "-o", str(tmp / "module.o")], display_path, str(src),
+             "compiling the Python module")
+        _run([CXX, "-shared", *flags, str(tmp / "module.o"), str(core), str(static_lib), "-Wl,--exclude-libs,ALL",
+              "-lm", "-o", str(tmp / f"module{suffix}")], display_path, str(src), "linking the Python module")
+        (tmp / "module.o").unlink()
         _publish(tmp, final)
     finally:
         if tmp.exists():

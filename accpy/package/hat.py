@@ -5,16 +5,34 @@ see only their own part. Loadable by the `hatlib` package.
 """
 from __future__ import annotations
 
-import json
 import platform
+import re
 
 from .signature import KIND_ARRAY, KIND_DIM
 from .sources import declarations
 
 
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
 def _s(v: str) -> str:
-    """A TOML basic string (JSON string escapes are valid TOML)."""
-    return json.dumps(v)
+    """A TOML basic string.
+
+    Quotes, backslashes and control characters are escaped; every other character is
+    written as itself (UTF-8). Not JSON: JSON escapes characters beyond the BMP as
+    surrogate pairs, which TOML rejects.
+    """
+    out = []
+    for ch in v:
+        if ch in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            raise ValueError(f"{v!r}: a lone surrogate cannot be written to a .hat file")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _value(v) -> str:
@@ -31,8 +49,10 @@ def _value(v) -> str:
     return _s(str(v))
 
 
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _s(k)
+def _key(k) -> str:
+    """A TOML key: bare when it can be, else quoted."""
+    k = str(k)
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else _s(k)
 
 
 def _arg_table(info) -> dict:

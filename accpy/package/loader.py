@@ -154,8 +154,11 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
         functions.append((full, base, _infos_from_hat(table)))
     lib = p.parent / meta["dependencies"]["link_target"]
     files = {"hat": p, "shared": lib}
-    mod = sorted(p.parent.glob(f"{pkg_name}.cpython-*.so"))
-    if mod:
-        files["python_module"] = mod[0]
+    import sysconfig
+
+    # the module built for this interpreter (another Python's module would not import)
+    mod = p.parent / f"{pkg_name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    if mod.exists():
+        files["python_module"] = mod
     return BuiltPackage(pkg_name, p.parent, lib, functions, files)
 

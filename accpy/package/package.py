@@ -15,7 +15,7 @@ from .compile import CC, compile_c, compile_cxx_module, copy_atomic, write_atomi
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
-from .signature import describe_arguments, function_hash
+from .signature import C_RESERVED, CXX_KEYWORDS, describe_arguments, function_hash
 from .sources import c_source, header
 
 
@@ -133,8 +133,11 @@ class Package:
         plan = _plan_of(source)
         if args is None or not isinstance(args, (tuple, list)):
             raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
-        if base_name and not (base_name.isidentifier() and base_name.isascii()):
+        if base_name and not (isinstance(base_name, str) and base_name.isidentifier() and base_name.isascii()):
             raise ValueError(f"base_name: {base_name!r} is not a valid C identifier")
+        if base_name and ((base_name in C_RESERVED and base_name != "args") or base_name in CXX_KEYWORDS):
+            raise ValueError(f"base_name: {base_name!r} is a C/C++ keyword or reserved name; the header's "
+                             f"alias `{base_name}` could not be declared")
         if parameters is not None and not isinstance(parameters, (dict, list)):
             raise TypeError("parameters: expected a dict (or a list of dicts)")
         if isinstance(parameters, list):

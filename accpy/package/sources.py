@@ -89,25 +89,38 @@ def _debug_compare(fn_name: str, infos, tolerance: float) -> list:
         pad = "    " * depth
         lines.append(f"{pad}int64_t accpy_off = {off};")
         if t.is_float:
-            lines.append(f"{pad}double accpy_want = (double)ref_{info.name}[accpy_off], accpy_got = (double){info.name}[accpy_off];")
-            lines.append(f"{pad}double accpy_diff = fabs(accpy_got - accpy_want), accpy_scale = fabs(accpy_want) > 1.0 ? fabs(accpy_want) : 1.0;")
+            lines.append(f"{pad}double accpy_want = (double)accpy_ref_{info.name}[accpy_off], accpy_got = (double){info.name}[accpy_off];")
+            lines.append(f"{pad}double accpy_diff = accpy_debug_fabs(accpy_got - accpy_want), "
+                         f"accpy_scale = accpy_debug_fabs(accpy_want) > 1.0 ? accpy_debug_fabs(accpy_want) : 1.0;")
             lines.append(f"{pad}if (!(accpy_diff <= {float(tolerance)!r} * accpy_scale) && !(accpy_want != accpy_want && accpy_got != accpy_got)) {{")
             fmt_val, args_val = "expected %.9g, got %.9g", "accpy_want, accpy_got"
         else:
-            lines.append(f"{pad}long long accpy_want = (long long)ref_{info.name}[accpy_off], accpy_got = (long long){info.name}[accpy_off];")
+            lines.append(f"{pad}long long accpy_want = (long long)accpy_ref_{info.name}[accpy_off], accpy_got = (long long){info.name}[accpy_off];")
             lines.append(f"{pad}if (accpy_want != accpy_got) {{")
             fmt_val, args_val = "expected %lld, got %lld", "accpy_want, accpy_got"
         where = ", ".join("%lld" for _ in idx)
         where_args = ", ".join(f"(long long){i}" for i in idx)
         msg = f'DEBUG mode: {info.name}[{where}] differs from the reference (unscheduled) result: {fmt_val}'
         lines.append(f'{pad}    accpy_set_error("{fn_name}: {msg}", {where_args}{", " if where_args else ""}{args_val});')
-        lines.append(f'{pad}    fprintf(stderr, "accpy: %s\\n", accpy_error_text);')
+        lines.append(f"{pad}    accpy_debug_report();")
         lines.append(f"{pad}    accpy_mismatch = 1;")
         lines.append(f"{pad}}}")
         for d in range(n):
             depth -= 1
             lines.append("    " * depth + "}")
     return lines
+
+
+DEBUG_HELPERS = """/* DEBUG mode: copies of the written arrays for the reference run, and the report. */
+__attribute__((unused)) static void* accpy_debug_copy(const void* src, size_t bytes) {
+    void* p = malloc(bytes ? bytes : 1);
+    if (p && bytes) memcpy(p, src, bytes);
+    return p;
+}
+__attribute__((unused)) static void accpy_debug_free(void* p) { free(p); }
+__attribute__((unused)) static double accpy_debug_fabs(double x) { return fabs(x); }
+__attribute__((unused)) static void accpy_debug_report(void) { fprintf(stderr, "accpy: %s\\n", accpy_error_text); }
+"""
 
 
 def function_source(pf, debug: bool, tolerance: float) -> str:
@@ -122,20 +135,24 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     if debug:
         ref = pf.lowered_reference(f"{pf.name}__reference")
         out.append(emit_function(ref, linkage="static "))
+        # Only accpy_-prefixed helpers are called here: a parameter (named by the user)
+        # could shadow malloc, free, fabs, ... (argument names never start with accpy_).
         copies = [i for i in infos if i.kind == KIND_ARRAY and i.written]
         for i in copies:
             ct = c_type(i.dtype)
             n = _element_count_expr(i)
-            body.append(f"    {ct}* ref_{i.name} = ({ct}*)malloc(((size_t)({n}) + 1) * sizeof({ct}));")
-            body.append(f'    if (!ref_{i.name}) {{ accpy_set_error("out of memory in DEBUG mode"); return; }}')
-            body.append(f"    memcpy(ref_{i.name}, {i.name}, (size_t)({n}) * sizeof({ct}));")
-        ref_args = ", ".join(f"ref_{i.name}" if (i.kind == KIND_ARRAY and i.written) else i.name for i in infos)
+            body.append(f"    {ct}* accpy_ref_{i.name} = ({ct}*)accpy_debug_copy({i.name}, (size_t)({n}) * sizeof({ct}));")
+        if copies:
+            failed = " || ".join(f"!accpy_ref_{i.name}" for i in copies)
+            frees = " ".join(f"accpy_debug_free(accpy_ref_{i.name});" for i in copies)
+            body.append(f'    if ({failed}) {{ {frees} accpy_set_error("{pf.name}: out of memory in DEBUG mode"); return; }}')
+        ref_args = ", ".join(f"accpy_ref_{i.name}" if (i.kind == KIND_ARRAY and i.written) else i.name for i in infos)
         body.append(f"    {pf.name}__reference({ref_args});")
         body.append(f"    {pf.name}__impl({_call_args(infos)});")
         body.append("    int accpy_mismatch = 0;")
         body.extend(_debug_compare(pf.name, infos, tolerance))
         for i in copies:
-            body.append(f"    free(ref_{i.name});")
+            body.append(f"    accpy_debug_free(accpy_ref_{i.name});")
     else:
         body.append(f"    {pf.name}__impl({_call_args(infos)});")
     out.append(f"void {pf.name}({params}) {{\n" + "\n".join(body) + "\n}\n")
@@ -155,6 +172,8 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
 def c_source(pkg_name: str, functions, debug: bool, tolerance: float) -> str:
     parts = [f"/* {pkg_name}.c: generated by accpy. Do not edit: rebuild the package instead. */",
              runtime_text(), ""]
+    if debug:
+        parts.append(DEBUG_HELPERS)
     for pf in functions:
         parts.append(function_source(pf, debug, tolerance))
     parts.append(f"const char* {pkg_name}_last_error(void) {{ return accpy_take_error(); }}\n")
@@ -169,7 +188,8 @@ def declarations(pkg_name: str, functions) -> str:
         params = ", ".join(f"{'const ' if i.is_array and i.role == 'input' else ''}{i.c_decl_type()} {i.name}"
                            for i in pf.infos) or "void"
         if pf.description:
-            lines.append(f"/* {pf.description} */")
+            text = " ".join(str(pf.description).split()).replace("*/", "* /")
+            lines.append(f"/* {text} */")
         lines.append(f"void {pf.name}({params});")
     lines.append("")
     lines.append(f"/* The last error reported by a function of this package on this thread, or NULL. */")
