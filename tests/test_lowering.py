@@ -402,3 +402,32 @@ def test_split_of_a_runtime_dimension_runs_every_iteration_once(tmp_path):
         x = np.zeros(size, dtype=np.int32)
         lib.count(x, size)
         assert (x == 1).all(), (size, x)
+
+
+def test_loops_with_overlapping_writes_compute_right_under_gcc_O3(tmp_path):
+    """gcc 12.2 -O3 vectorizes `for i: C[2i] += 1; C[2i+1] += 1; C[2i-1] += 1` wrongly (lost
+    updates). accpy's emitter must keep such loops correct."""
+    import numpy as np
+
+    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64,), element_type=ST.int32, name="X")
+    nest = acc.Nest(shape=(19,))
+    i = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        # the element 2i+1 is written by iteration i (second statement) and i+1 (third)
+        X[2 * i + 2] += 1
+        X[2 * i + 3] += 1
+        X[2 * i + 1] += 1
+
+    pkg = acc.Package()
+    pkg.add(nest.create_schedule(), args=(X,), base_name="overlap")
+    lib = pkg.build("overlap", output_dir=tmp_path, python_module=False)
+    x = np.zeros(64, dtype=np.int32)
+    lib.overlap(x)
+    want = np.zeros(64, dtype=np.int32)
+    for a in range(19):
+        want[2 * a + 2] += 1
+        want[2 * a + 3] += 1
+        want[2 * a + 1] += 1
+    assert (x == want).all(), x

@@ -330,6 +330,11 @@ class CEmitter:
         elif s.kind == "simd":
             self.emit("#pragma omp simd", 0)
         self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{", depth)
+        if s.kind in ("serial", "unrolled") and carries_array_dependence(s):
+            # gcc 12's loop vectorizer miscompiles some loops whose iterations write overlapping
+            # elements (e.g. C[2i] += ..; C[2i-1] += ..): an empty asm with a memory clobber keeps
+            # it off this loop only (gcc 12 has no per-loop "novector" pragma).
+            self.emit('__asm__ __volatile__("" ::: "memory");', depth + 1)
         self.stmt(s.body, depth + 1)
         self.emit("}", depth)
 
@@ -426,6 +431,54 @@ def emit_function(fn: Function, linkage: str = "") -> str:
     em.stmt(fn.body, 1)
     em.emit("}", 0)
     return "\n".join(pre + em.lines) + "\n"
+
+
+def carries_array_dependence(f: For) -> bool:
+    """May iterations of `f` touch the same array element (one of them writing)?
+
+    True when an array written in the body is accessed at two different subscripts that
+    move with `f`, or when a written subscript combines `f`'s variable with the variable
+    of a loop inside it in one dimension (e.g. C[2*i - j + ii] in the loop over j).
+    """
+    accesses: dict = {}
+    inner_vars = set()
+
+    class V(Visitor):
+        def visit_For(self, n):
+            inner_vars.add(n.var)
+            self.generic_visit(n)
+
+        def visit_Load(self, n):
+            accesses.setdefault(n.buffer, []).append((n.indices, False))
+            self.generic_visit(n)
+
+        def visit_Store(self, n):
+            accesses.setdefault(n.buffer, []).append((n.indices, True))
+            self.generic_visit(n)
+
+    V().visit(f.body)
+    for buf, acc in accesses.items():
+        if not any(w for _, w in acc):
+            continue
+        moving = {ix for ix, _ in acc if any(_mentions(e, f.var) for e in ix)}
+        if len(moving) >= 2 or (moving and len({ix for ix, _ in acc}) >= 2):
+            return True
+        for ix, w in acc:
+            if w and any(_mentions(e, f.var) and any(_mentions(e, v) for v in inner_vars) for e in ix):
+                return True
+    return False
+
+
+def _mentions(e, v) -> bool:
+    found = []
+
+    class V(Visitor):
+        def visit_Var(self, n):
+            if n is v:
+                found.append(n)
+
+    V().visit(e)
+    return bool(found)
 
 
 class _HasKind(Visitor):
