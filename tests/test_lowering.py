@@ -67,11 +67,6 @@ def c_function_body(c_source, name):
     return c_source[start:end]
 
 
-# schedules whose lowering still keeps guards in the loops (see the xfail tests below);
-# their results are still checked
-KNOWN_GUARDED = {"cnt_skew_split"}
-
-
 def has_branch(c_text):
     return re.search(r"\bif\s*\(", c_text) is not None or "?" in c_text
 
@@ -276,8 +271,6 @@ def test_built_kernels_equal_the_reference_and_have_no_branches(tmp_path):
 
     source = (tmp_path / "lowering_equiv.c").read_text()
     for name in list(cases) + list(cnt_cases):
-        if name in KNOWN_GUARDED:
-            continue
         body = c_function_body(source, name)
         assert not has_branch(body), f"{name} has a branch in its loops:\n{body}"
     # the unrolled skew has only the rectangle's two loops
@@ -356,8 +349,6 @@ def skewed_then_split_counter():
     return s
 
 
-@pytest.mark.xfail(strict=True, reason="unswitch keeps leaf guards (and min/max hulls) for a split of a "
-                                       "skewed dimension, although every breakpoint is a constant")
 def test_split_of_a_skewed_dimension_is_unswitched():
     s = skewed_then_split_counter()
     low = s.to_python(unswitched=True)

@@ -14,6 +14,7 @@ at compile time (then the guard sits at the innermost level, never wrong).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -29,6 +30,9 @@ from .scan import conjunction
 MAX_PIECES = 48
 
 
+_pids = itertools.count()
+
+
 @dataclass
 class Piece:
     cons: ConstraintSet
@@ -36,11 +40,24 @@ class Piece:
     order: int
     pending: list = field(default_factory=list)  # constraints still to check at the leaf
     cuts: frozenset = frozenset()  # cuts already applied (never cut twice on one)
+    pid: int = field(default_factory=lambda: next(_pids))  # kept by restrict()
+    ancestors: frozenset = frozenset()  # pids of the pieces this one was cut from
     _proj: dict = field(default_factory=dict)
 
     def restrict(self, *cs, cut=None) -> "Piece":
         cuts = self.cuts | {cut} if cut is not None else self.cuts
-        return Piece(self.cons.add(*cs), self.body, self.order, list(self.pending), cuts)
+        return Piece(self.cons.add(*cs), self.body, self.order, list(self.pending), cuts, self.pid, self.ancestors)
+
+    @property
+    def lineage(self) -> frozenset:
+        return self.ancestors | {self.pid}
+
+
+class _NeedCut(Exception):
+    """Raised where two bounds cannot be ordered: the loop at `level` must split on `g >= 0`."""
+
+    def __init__(self, g: Affine, level: int, pids):
+        self.g, self.level, self.pids = g, level, set(pids)
 
 
 def unswitch(stmt):
@@ -169,44 +186,32 @@ class _Generator:
         return keep
 
     # -- cutting ---------------------------------------------------------------------------
-    def _cut_for(self, piece: Piece, level: int, ctx):
-        """A constraint over loops <= level whose two sides give deeper loops single bounds."""
-        for m in range(level + 1, self.n):
-            bd = self.bounds(piece, m, ctx)
-            if bd is None:
-                return None
-            for group, lower in ((bd[0], True), (bd[1], False)):
-                # group is sorted simplest first: b1 is the simpler bound and wins ties
-                for x in range(len(group)):
-                    for y in range(x + 1, len(group)):
-                        b1, b2 = group[x], group[y]
-                        # lower: b1 wins where b1 >= b2; upper: b1 wins where b1 <= b2
-                        g = b1.num * b2.den - b2.num * b1.den
-                        if not lower:
-                            g = -g
-                        if g.is_const or g in piece.cuts:
-                            continue
-                        inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
-                        if inner == level:
-                            return g
-        return None
+    def _need_cut(self, b1: Bound, b2: Bound, level: int, pids, lower: Optional[bool]):
+        """Raise a cut request making b1 vs b2 decidable, if their difference varies with a loop
+        outside `level`. `lower` orients it so the simpler bound wins ties (None: breakpoints)."""
+        g = b1.num * b2.den - b2.num * b1.den  # >= 0 where b1 >= b2
+        if lower is False:
+            g = -g  # for upper bounds b1 wins where b1 <= b2
+        if g.is_const:
+            return
+        inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
+        if 0 <= inner < level:
+            raise _NeedCut(g, inner, pids)
 
-    def cut(self, pieces, level, ctx):
-        work = list(pieces)
+    def _apply_cut(self, pieces, cut: _NeedCut, ctx):
         out = []
-        while work:
-            p = work.pop(0)
-            if self.npieces >= MAX_PIECES:
+        for p in pieces:
+            if p.pid not in cut.pids or cut.g in p.cuts or self.npieces >= MAX_PIECES:
                 out.append(p)
                 continue
-            g = self._cut_for(p, level, ctx)
-            if g is None:
-                out.append(p)
-                continue
-            a, b = p.restrict(g, cut=g), p.restrict(-g - 1, cut=g)
-            kept = [q for q in (a, b) if not q.cons.union_with(ctx).is_empty()]
+            halves = [p.restrict(cut.g, cut=cut.g), p.restrict(-cut.g - 1, cut=cut.g)]
+            kept = [q for q in halves if not q.cons.union_with(ctx).is_empty()]
+            for q in kept:
+                if len(kept) > 1:
+                    q.ancestors = p.lineage
+                    q.pid = next(_pids)
             self.npieces += len(kept) - 1
-            work = kept + work
+            out.extend(kept)
         return out
 
     # -- generation ------------------------------------------------------------------------
@@ -218,16 +223,36 @@ class _Generator:
             for p in sorted(pieces, key=lambda p: p.order):
                 out.append(If(conjunction(p.pending), p.body) if p.pending else p.body)
             return block(*out)
+        applied = set()
+        while True:
+            try:
+                return self._gen_level(level, pieces, ctx)
+            except _NeedCut as cut:
+                key = (cut.g, frozenset(cut.pids))
+                if cut.level != level or key in applied or self.npieces >= MAX_PIECES:
+                    raise
+                applied.add(key)
+                new = self._apply_cut(pieces, cut, ctx)
+                if len(new) == len(pieces):
+                    raise
+                pieces = new
+
+    def _gen_level(self, level, pieces, ctx):
         loop = self.loops[level]
         v = loop.var
-        pieces = self.cut(pieces, level, ctx)
         info = []
         for p in pieces:
             bd = self.bounds(p, level, ctx)
             if bd is None or not bd[0] or not bd[1]:
                 return None
+            for group, lower in ((bd[0], True), (bd[1], False)):
+                # a max/min of bounds that vary with an outer loop: split that loop instead
+                for x in range(len(group)):
+                    for y in range(x + 1, len(group)):
+                        self._need_cut(group[x], group[y], level, p.lineage, lower)
             info.append((p, bd[0], bd[1]))
         if len(info) == 1 or all(len(lo) == 1 and len(hi) == 1 for _, lo, hi in info):
+            self._level_now = level
             seq = self._partition(info, ctx) if len(info) > 1 else None
             if len(info) == 1:
                 p, lows, ups = info[0]
@@ -276,12 +301,18 @@ class _Generator:
                 uniq.append(b)
         # sort by provable order
         order = []
+        owners = {}
+        for n, (p, lows, ups) in enumerate(info):
+            for b in (_floor_form_low(lows[0]), _floor_form_high_exclusive(ups[0])):
+                owners.setdefault((b.num, b.den), set()).update(p.lineage)
         for b in uniq:
             pos = 0
             while pos < len(order):
                 if _rational_ge(ctx, order[pos], b):
                     break
                 if not _rational_ge(ctx, b, order[pos]):
+                    pids = owners.get((b.num, b.den), set()) | owners.get((order[pos].num, order[pos].den), set())
+                    self._need_cut(b, order[pos], self._level_now, pids, None)
                     return None
                 pos += 1
             order.insert(pos, b)
@@ -311,7 +342,7 @@ class _Generator:
         lo_e = hi_e = None
         for p, lows, ups in info:
             guard = [Affine.var(v, b.den) - b.num for b in lows] + [b.num - Affine.var(v, b.den) for b in ups]
-            q = Piece(p.cons, p.body, p.order, p.pending + guard, p.cuts)
+            q = Piece(p.cons, p.body, p.order, p.pending + guard, p.cuts, p.pid, p.ancestors)
             pieces.append(q)
             for b in lows:
                 e = _floor_expr(_floor_form_low(b))
