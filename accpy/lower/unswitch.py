@@ -3,14 +3,17 @@ that no guard is left inside the loops.
 
 Input: the perfect nest made by `scan` (loops over a box, innermost guarded bodies).
 Each guarded body becomes a *piece*: a convex set of points (loop bounds + guard).
-Walking the loops outer to inner, a loop whose bound is a max/min of several affine
-expressions is resolved by *cutting* pieces at the outer loop where the winner changes
-(split 12 by 5 -> full tiles j in [0, 2) and the tail j in [2, 3); a skew -> triangle,
-rectangle, triangle). Pieces then partition each loop's range into consecutive loops.
+Loops are generated outer to inner; at each loop the pieces' bounds partition its range
+into consecutive loops. Wherever two bounds cannot be ordered at compile time -- a
+max/min of bounds inside one piece, or breakpoints of two pieces -- and their difference
+varies with an outer loop, generation asks that outer loop to *cut* the pieces on the
+difference's sign and starts over from it (split 12 by 5 -> full tiles j in [0, 2) and
+the tail j in [2, 3); a skew -> triangle, rectangle, triangle). Differences that depend
+only on runtime sizes stay as min/max bounds.
 
 Guarantees afterwards: every statement runs exactly on its real points, in the same
-lexicographic order as before; guards remain only where a breakpoint cannot be ordered
-at compile time (then the guard sits at the innermost level, never wrong).
+lexicographic order as before; guards remain only when the piece budget runs out (then
+the guard sits at the innermost level, never wrong).
 """
 from __future__ import annotations
 
