@@ -78,7 +78,9 @@ def _run(cmd: list, display_path: str, src_path: str, what: str) -> None:
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         msg = (p.stderr or p.stdout).replace(src_path, display_path)
-        raise CompileError(f"{what} failed for {display_path}:\n{msg}\ncommand: {' '.join(cmd)}")
+        # the command as the user can rerun it: on the kept file, not the cache's private copy
+        cmd_text = " ".join(cmd).replace(src_path, display_path)
+        raise CompileError(f"{what} failed for {display_path}:\n{msg}\ncommand: {cmd_text}")
 
 
 @dataclass

@@ -180,13 +180,33 @@ def c_source(pkg_name: str, functions, debug: bool, tolerance: float) -> str:
     return "\n".join(parts)
 
 
+def _decl_type(info) -> str:
+    """An argument's type in the public declarations (float16 through a pedantic-clean typedef)."""
+    from ..ir.types import ScalarType
+
+    if info.dtype is ScalarType.float16:
+        t = "accpy_float16_t"
+        return f"{t}*" if info.is_array else t
+    return info.c_decl_type()
+
+
+def _decl_params(pf) -> str:
+    return ", ".join(f"{'const ' if i.is_array and i.role == 'input' else ''}{_decl_type(i)} {i.name}"
+                     for i in pf.infos) or "void"
+
+
 def declarations(pkg_name: str, functions) -> str:
     """C declarations (inside extern "C"), with each base name as an inline alias."""
-    lines = ["#include <stdint.h>", "#include <stdbool.h>", "",
-             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    from ..ir.types import ScalarType
+
+    lines = ["#include <stdint.h>", "#include <stdbool.h>", ""]
+    if any(i.dtype is ScalarType.float16 for pf in functions for i in pf.infos):
+        # _Float16 is a GCC/Clang extension (ISO C has none): `__extension__` keeps -pedantic quiet
+        lines += ["#ifndef ACCPY_FLOAT16_T_DEFINED", "#define ACCPY_FLOAT16_T_DEFINED",
+                  "__extension__ typedef _Float16 accpy_float16_t;", "#endif", ""]
+    lines += ["#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
     for pf in functions:
-        params = ", ".join(f"{'const ' if i.is_array and i.role == 'input' else ''}{i.c_decl_type()} {i.name}"
-                           for i in pf.infos) or "void"
+        params = _decl_params(pf)
         if pf.description:
             text = " ".join(str(pf.description).split()).replace("*/", "* /")
             lines.append(f"/* {text} */")
@@ -200,8 +220,7 @@ def declarations(pkg_name: str, functions) -> str:
         if not pf.base_name or pf.base_name in seen or pf.base_name == pf.name:
             continue
         seen.add(pf.base_name)
-        params = ", ".join(f"{'const ' if i.is_array and i.role == 'input' else ''}{i.c_decl_type()} {i.name}"
-                           for i in pf.infos) or "void"
+        params = _decl_params(pf)
         lines.append(f"#ifndef __{pf.base_name}_DEFINED__")
         lines.append(f"#define __{pf.base_name}_DEFINED__")
         lines.append(f"static inline void {pf.base_name}({params}) {{ {pf.name}({_call_args(pf.infos)}); }}")
