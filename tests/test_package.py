@@ -824,6 +824,43 @@ def test_concurrent_builds_into_one_directory(tmp_path, monkeypatch, vpkg):
     assert not [p for p in (cache / "lib").iterdir() if p.name.startswith(".build-")]
 
 
+RACE_SRC = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from test_package import _build_scale
+    factor, start = int(sys.argv[1]), float(sys.argv[2])
+    while time.time() < start:
+        time.sleep(0.001)
+    _build_scale({out!r}, factor, name="race", python_module=sys.argv[3] if sys.argv[3] != "none" else False)
+""")
+
+
+def test_racing_builds_of_one_package_leave_a_consistent_set(tmp_path, vpkg):
+    """Builds of the same package with different code, racing into one directory: the
+    directory ends up holding one build's files (.c, .hat, .so, module), not a mix."""
+    vpkg["lib"].python_module()  # module core cached
+    out = tmp_path / "out"
+    script = tmp_path / "race.py"
+    script.write_text(RACE_SRC.format(tests=str(HERE), out=str(out)))
+    start = time.time() + 2.0
+    jobs = [(2, "sync"), (3, "async"), (4, "none"), (5, "sync")]
+    procs = [subprocess.Popen([sys.executable, str(script), str(f), str(start), m], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for f, m in jobs]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    lib = acc.load(out / "race.hat")
+    factor = _scale(lib.scale)
+    assert factor in (2, 3, 4, 5)
+    products = re.findall(r"\* (\d+)\.0f\)", (out / "race.c").read_text())
+    assert products == [str(int(factor))]  # the emitted source is that build's too
+    module = out / f"race{EXT}"
+    if module.exists():  # absent only when the last build had no module
+        assert _scale(lib.python_module().scale) == factor
+    else:
+        assert factor == 4
+
+
 def test_compiler_failure_bad_flag(tmp_path, monkeypatch):
     import accpy.package.compile as comp
 
@@ -1042,9 +1079,15 @@ def test_formats(tmp_path):
     pkg = acc.Package()
     pkg.add(k.source, args=k.args, base_name="ax")
     assert pkg.build("src", output_dir=tmp_path / "s", format=acc.Package.Format.HAT_SOURCE) is None
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["src.c", "src.h", "src.hat"]
+    # (and the lock file that serializes concurrent builds of this package)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [".src.lock", "src.c", "src.h", "src.hat"]
     lib = pkg.build("dyn", output_dir=tmp_path / "d", format=acc.Package.Format.HAT_DYNAMIC, python_module=False)
     assert (tmp_path / "d" / "libdyn.so").is_file() and not (tmp_path / "d" / "dyn.a").exists()
     K.run(k, lib.ax, np.random.default_rng(0))
     pkg.build("both", output_dir=tmp_path / "b", python_module=False)
     assert (tmp_path / "b" / "libboth.so").is_file() and (tmp_path / "b" / "both.a").is_file()
+    # a rebuild never leaves files of the earlier build that no longer match
+    pkg.build("both", output_dir=tmp_path / "b", format=acc.Package.Format.HAT_DYNAMIC, python_module=False)
+    assert not (tmp_path / "b" / "both.a").exists()
+    pkg.build("both", output_dir=tmp_path / "b", format=acc.Package.Format.HAT_SOURCE)
+    assert not (tmp_path / "b" / "libboth.so").exists()

@@ -7,6 +7,7 @@ and renamed into place, so concurrent builds into one directory never see torn f
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -57,6 +58,35 @@ def write_atomic(path: Path, data) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def output_lock(directory: Path, name: str):
+    """Exclusive lock on the outputs of package `name` in `directory` (between processes).
+
+    Each file is already replaced atomically; the lock makes a build's set of files (.c, .h,
+    .hat, .so, .a, module) land together, so that builds of the same package racing into
+    one directory leave the files of one of them, never a mix.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: files are still atomic one by one
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_file(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def copy_atomic(src: Path, dst: Path) -> None:

@@ -95,9 +95,16 @@ class BuiltPackage:
 
     def python_module(self, wait: bool = True):
         """Import the package's own pybind11 module (waiting for its build if needed)."""
-        if self._module_build is not None and wait:
-            self._module_build.wait()
-        path = self.files.get("python_module")
+        import sysconfig
+
+        path = None
+        if self._module_build is not None:
+            if not (wait or self._module_build.done):
+                raise RuntimeError(f"the Python module of {self.name} is still being built; "
+                                   f"call python_module() (wait=True) to wait for it")
+            path = self._module_build.wait()  # this build's module (output_dir may hold a newer build's)
+        else:
+            path = self.files.get("python_module")
         if path is None or not Path(path).exists():
             raise FileNotFoundError(f"the Python module of {self.name} was not built "
                                     f"(build with python_module='sync' or 'async')")
@@ -105,7 +112,7 @@ class BuiltPackage:
         # Python's extension cache and pybind11's module cache (keyed by the spec's name)
         # would all return the old module: load a content-addressed copy, under a name
         # that carries the content's digest (the init function is found by the last part)
-        path = stable_library_path(Path(path), Path(path).name)
+        path = stable_library_path(Path(path), f"{self.name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}")
         spec_name = f"_accpy_{path.parent.name}.{self.name}"
         loader = importlib.machinery.ExtensionFileLoader(spec_name, str(path))
         spec = importlib.util.spec_from_file_location(spec_name, str(path), loader=loader)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .compile import CC, compile_c, compile_cxx_module, copy_atomic, write_atomic
+from .compile import CC, compile_c, compile_cxx_module, copy_atomic, output_lock, remove_file, write_atomic
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
@@ -201,7 +201,7 @@ class Package:
         source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance))
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
-        write_atomic(files["c"], source)
+        write_atomic(files["c"], source)  # first: compiler messages point at this file
         targets = {f.target for f in fns}
         flags = []
         for t in targets:
@@ -212,42 +212,64 @@ class Package:
         openmp = False
         for f in fns:
             openmp = openmp or uses_openmp(f.lowered("probe").body)
+        import sysconfig
+
         lib_file = f"lib{name}.so"
         static_file = f"{name}.a"
-        write_atomic(files["h"], header(name, fns))
-        write_atomic(files["hat"], hat_text(name, fns, self._description, lib_file, static_file, CC,
-                                            flags, openmp, fns[0].target))
+        module_file = out / f"{name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+        module_cpp = out / f"{name}_module.cpp"
+        h_text = header(name, fns)
+        hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target)
         if format == Format.HAT_SOURCE:
+            with output_lock(out, name):
+                write_atomic(files["c"], source)
+                write_atomic(files["h"], h_text)
+                write_atomic(files["hat"], hat)
+                for stale in (out / lib_file, out / static_file, module_file, module_cpp):
+                    remove_file(stale)  # binaries of an earlier build would not match these sources
             return None  # type: ignore[return-value]
         t1 = time.perf_counter()
         lib = compile_c(source, flags, str(files["c"]), openmp=openmp)
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
-        copy_atomic(lib.shared, files["shared"])
-        if format & Format.HAT_STATIC:
-            files["static"] = out / static_file
-            copy_atomic(lib.static, files["static"])
+        msrc = module_source(name, fns) if python_module else None
+        # The whole set of outputs lands under one lock (concurrent builds of the same package
+        # leave one build's files, not a mix); an earlier build's module is removed until this
+        # build's module is ready, so that nothing loads a module that does not match the .hat.
+        with output_lock(out, name):
+            write_atomic(files["c"], source)
+            write_atomic(files["h"], h_text)
+            write_atomic(files["hat"], hat)
+            copy_atomic(lib.shared, files["shared"])
+            if format & Format.HAT_STATIC:
+                files["static"] = out / static_file
+                copy_atomic(lib.static, files["static"])
+            else:
+                remove_file(out / static_file)
+            remove_file(module_file)
+            if msrc is not None:
+                write_atomic(module_cpp, msrc)
+            else:
+                remove_file(module_cpp)
         timings["compile_total"] = time.perf_counter() - t1
         module_build = None
         if python_module:
-            import sysconfig
-
-            suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-            files["python_module"] = out / f"{name}{suffix}"
-            msrc = module_source(name, fns)
-            write_atomic(out / f"{name}_module.cpp", msrc)
-            files["python_module_source"] = out / f"{name}_module.cpp"
+            files["python_module"] = module_file
+            files["python_module_source"] = module_cpp
 
             def job():
                 # the kernels are linked in from the cache's archive (immutable once published),
                 # not from output_dir, which a concurrent build may be rewriting
                 path, seconds, cached = compile_cxx_module(msrc, ["-fopenmp"] if openmp else [], lib.static, lib.key,
-                                                           str(files["python_module_source"]))
-                copy_atomic(path, files["python_module"])
+                                                           str(module_cpp))
+                with output_lock(out, name):
+                    # publish only if the directory still holds this build (a later build owns it otherwise)
+                    if files["hat"].exists() and files["hat"].read_text() == hat:
+                        copy_atomic(path, module_file)
                 timings["pybind11"] = seconds
                 timings["pybind11_cache_hit"] = cached
-                return files["python_module"]
+                return path  # this build's module, wherever the directory stands
 
             module_build = ModuleBuild(job)
             if python_module == "sync":
