@@ -160,8 +160,21 @@ ACCPY_HREDUCE(accpy_hmax_m256i, __m256i, int32_t, 8, ACCPY_MAX)
 /* ---- error channel ------------------------------------------------------------------ */
 /* Each library has its own copy (static); the package exports `<package>_last_error()`.
  * Errors normally go to the calling thread's slot. An error raised on an OpenMP worker
- * thread cannot reach the caller's thread-local slot, so it also goes to a process-wide
- * slot that the caller's entry point checks (and clears) after the parallel region. */
+ * thread cannot reach the caller's thread-local slot, so it goes to a process-wide slot
+ * that the caller's entry point checks (and clears) after the parallel region. Only
+ * worker threads use that slot: an error on the caller's own thread must not be seen
+ * by a call running at the same time on another thread. */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+ACCPY_INLINE int accpy_on_worker_thread(void) {
+#ifdef _OPENMP
+    /* the caller's thread is thread 0 of every enclosing team */
+    for (int level = omp_get_level(); level > 0; --level)
+        if (omp_get_ancestor_thread_num(level) != 0) return 1;
+#endif
+    return 0;
+}
 static __thread char accpy_error_text[2048];
 static __thread int accpy_error_flag;
 static char accpy_shared_error_text[2048];
@@ -173,7 +186,7 @@ __attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const 
     vsnprintf(accpy_error_text, sizeof accpy_error_text, fmt, ap);
     va_end(ap);
     accpy_error_flag = 1;
-    if (!__atomic_exchange_n(&accpy_shared_error_flag, 1, __ATOMIC_ACQ_REL)) {
+    if (accpy_on_worker_thread() && !__atomic_exchange_n(&accpy_shared_error_flag, 1, __ATOMIC_ACQ_REL)) {
         memcpy(accpy_shared_error_text, accpy_error_text, sizeof accpy_error_text);
     }
 }

@@ -207,3 +207,71 @@ def test_hatlib_loads_and_calls_the_package(built, tmp_path):
     assert r.returncode == 0, f"hatlib rejected the package:\n{r.stdout}\n{r.stderr}"
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert report["names"] == sorted(f.name for f in fns.values())
+
+
+# -- the runtime's error channel ---------------------------------------------------------------
+
+def test_error_channel_across_threads(tmp_path):
+    """Errors on OpenMP workers reach the caller; errors on other threads never do."""
+    from accpy.package.paths import native_dir
+
+    exe = tmp_path / "error_channel"
+    p = subprocess.run(["gcc", "-std=gnu11", "-fopenmp", "-pthread", f"-I{native_dir()}",
+                        str(HERE / "abi" / "error_channel.c"), "-o", str(exe), "-lm"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr)
+
+
+def test_c_entry_errors_do_not_leak_into_later_calls(tmp_path, monkeypatch):
+    """A C caller's error (taken or not) is not reported again by a later, successful call."""
+    import ctypes
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    from accpy.package.package import PackageFunction
+
+    bad_k, good_k = K.make_int_axpy(16, base_name="bad"), K.make_int_axpy(16, base_name="good")
+    orig = PackageFunction.lowered
+
+    def lowered(self, name):  # `bad` adds 5 to Y[3]: a DEBUG mismatch
+        import dataclasses
+
+        from accpy.ir.expr import BinOp, Const
+        from accpy.ir.stmt import If
+        from accpy.ir.types import ScalarType
+        from accpy.ir.visitor import Mutator
+
+        fn = orig(self, name)
+        if self.base_name != "bad":
+            return fn
+
+        class Bump(Mutator):
+            def visit_Store(self, st):
+                hit = BinOp("eq", st.indices[0], Const(3), ScalarType.bool)
+                bumped = type(st)(st.buffer, st.indices, BinOp("add", st.value, Const(5, st.value.dtype),
+                                                                st.value.dtype), st.reduce)
+                return If(hit, bumped, st)
+
+        return dataclasses.replace(fn, body=Bump().visit(fn.body))
+
+    monkeypatch.setattr(PackageFunction, "lowered", lowered)
+    pkg = acc.Package()
+    bad = pkg.add(bad_k.source, args=bad_k.args, base_name="bad")
+    good = pkg.add(good_k.source, args=good_k.args, base_name="good")
+    out = tmp_path / "out"
+    pkg.build("errs", output_dir=out, mode=acc.Package.Mode.DEBUG, python_module=False)
+    so = ctypes.CDLL(str(out / "liberrs.so"))
+    last_error = so.errs_last_error
+    last_error.restype = ctypes.c_char_p
+    P = ctypes.POINTER(ctypes.c_int32)
+    x, y = np.arange(16, dtype=np.int32), np.zeros(16, np.int32)
+    a = ctypes.c_int32(1)
+    packed_args = (ctypes.c_void_p * 3)(x.ctypes.data, y.ctypes.data,
+                                        ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
+    good_packed = getattr(so, good.name + "__packed")
+    for take in (True, False):
+        getattr(so, bad.name)(x.ctypes.data_as(P), y.ctypes.data_as(P), ctypes.c_int32(1))
+        if take:
+            assert b"Y[3] differs" in last_error()
+        assert good_packed(packed_args) == 0  # this call's status only
+        assert last_error() is None

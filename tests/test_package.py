@@ -932,6 +932,7 @@ def test_load_by_hat_directory_and_name(vpkg, tmp_path):
         assert (args[3] == 2).all()
         with pytest.raises(TypeError, match="argument 'X'"):  # the signature came from the .hat
             lib.axpy(3, 4, np.ones((3, 4)), args[3], 1)
+    vpkg["lib"].python_module()  # wait for the background build
     K.run(MM, acc.load(out).python_module().matmul, rng)
     with pytest.raises(FileNotFoundError):
         acc.load(tmp_path / "nothing.hat")
@@ -941,6 +942,24 @@ def test_load_by_hat_directory_and_name(vpkg, tmp_path):
     with pytest.raises(ValueError, match="2 .hat files"):
         acc.load(two)
     assert _scale(acc.load(two, name="other").scale) == 3
+    # a HAT file written by another tool (no accpy metadata): a clear error, not a KeyError
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    text = (two / "one.hat").read_text()
+    (foreign / "one.hat").write_text(re.sub(r", accpy_\w+ = (\[[^\]]*\]|\"[^\"]*\")", "", text))
+    shutil.copy(two / "libone.so", foreign / "libone.so")
+    assert "accpy_kind" not in (foreign / "one.hat").read_text()
+    tomllib.loads((foreign / "one.hat").read_text())
+    with pytest.raises(ValueError, match="was not built by accpy"):
+        acc.load(foreign / "one.hat")
+    # sources only: no library to load
+    src_only = tmp_path / "src_only"
+    k = K.make_int_axpy(4)
+    pkg = acc.Package()
+    pkg.add(k.source, args=k.args, base_name="ax")
+    pkg.build("srconly", output_dir=src_only, format=acc.Package.Format.HAT_SOURCE)
+    with pytest.raises(FileNotFoundError, match="libsrconly.so does not exist"):
+        acc.load(src_only / "srconly.hat")
 
 
 def test_load_after_rebuild_is_not_stale(tmp_path):

@@ -73,8 +73,13 @@ def output_lock(directory: Path, name: str):
     except ImportError:  # not POSIX: files are still atomic one by one
         yield
         return
+    directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(directory / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # e.g. reading a package from a read-only directory: nobody builds there
+        yield
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -153,19 +153,31 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
         p = p.with_suffix(".hat")
     if not p.exists():
         raise FileNotFoundError(f"no package at {p}")
-    meta = tomllib.loads(p.read_text())
-    pkg_name = p.stem
-    functions = []
-    for full, table in meta.get("functions", {}).items():
-        base = table.get("auxiliary", {}).get("accpy", {}).get("base_name", "")
-        functions.append((full, base, _infos_from_hat(table)))
-    lib = p.parent / meta["dependencies"]["link_target"]
-    files = {"hat": p, "shared": lib}
     import sysconfig
 
-    # the module built for this interpreter (another Python's module would not import)
-    mod = p.parent / f"{pkg_name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-    if mod.exists():
-        files["python_module"] = mod
-    return BuiltPackage(pkg_name, p.parent, lib, functions, files)
+    from .compile import output_lock
+
+    pkg_name = p.stem
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    # Under the package's lock, a build cannot replace files between the reads: the .hat,
+    # the library and the module (snapshotted by content) all come from one build.
+    with output_lock(p.parent, pkg_name):
+        meta = tomllib.loads(p.read_text())
+        lib = p.parent / meta["dependencies"]["link_target"]
+        if not lib.exists():
+            raise FileNotFoundError(f"{p}: its library {lib} does not exist (built with Format.HAT_SOURCE?)")
+        lib_copy = stable_library_path(lib)
+        mod = p.parent / f"{pkg_name}{suffix}"  # the module built for this interpreter
+        mod_copy = stable_library_path(mod, mod.name) if mod.exists() else None
+    functions = []
+    for full, table in meta.get("functions", {}).items():
+        if any("accpy_kind" not in a for a in table.get("arguments", [])):
+            raise ValueError(f"{p}: function {full} was not built by accpy (its arguments lack accpy's "
+                             f"metadata); load foreign HAT packages with hatlib")
+        base = table.get("auxiliary", {}).get("accpy", {}).get("base_name", "")
+        functions.append((full, base, _infos_from_hat(table)))
+    files = {"hat": p, "shared": lib}
+    if mod_copy is not None:
+        files["python_module"] = mod_copy
+    return BuiltPackage(pkg_name, p.parent, lib_copy, functions, files)
 

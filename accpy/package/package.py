@@ -119,6 +119,13 @@ class PackageFunction:
         return lower_function(Plan(default, self.plan.target), name, self.args)
 
 
+def _has_text(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except OSError:
+        return False
+
+
 class Package:
     Format = Format
     Mode = Mode
@@ -264,8 +271,9 @@ class Package:
                 path, seconds, cached = compile_cxx_module(msrc, ["-fopenmp"] if openmp else [], lib.static, lib.key,
                                                            str(module_cpp))
                 with output_lock(out, name):
-                    # publish only if the directory still holds this build (a later build owns it otherwise)
-                    if files["hat"].exists() and files["hat"].read_text() == hat:
+                    # publish only if the directory still holds this build (a later build owns it
+                    # otherwise); the .hat alone does not tell (it does not show the logic), the .c does
+                    if _has_text(files["c"], source) and _has_text(files["hat"], hat):
                         copy_atomic(path, module_file)
                 timings["pybind11"] = seconds
                 timings["pybind11_cache_hit"] = cached

@@ -155,8 +155,15 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
             body.append(f"    accpy_debug_free(accpy_ref_{i.name});")
     else:
         body.append(f"    {pf.name}__impl({_call_args(infos)});")
-    out.append(f"void {pf.name}({params}) {{\n" + "\n".join(body) + "\n}\n")
-    # packed entry
+    # The public entry runs the body, then moves an error raised on an OpenMP worker thread to
+    # the caller's thread (what `<package>_last_error()` reads); collecting also clears the
+    # process-wide slot when the caller's own call failed, so no error outlives its call there.
+    out.append(f"static void {pf.name}__body({params}) {{\n" + "\n".join(body) + "\n}\n")
+    out.append(f"void {pf.name}({params}) {{\n"
+               f"    {pf.name}__body({_call_args(infos)});\n"
+               f"    (void)accpy_collect_error();\n}}\n")
+    # packed entry (the Python binders): the status of this call only, so an error a C caller
+    # left untaken on this thread is not reported again
     unpack = []
     for k, i in enumerate(infos):
         if i.kind == KIND_ARRAY:
@@ -164,8 +171,9 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
         else:
             unpack.append(f"*({c_type(i.dtype)}*)args[{k}]")
     out.append(f"int {pf.name}__packed(void** args) {{\n"
+               f"    accpy_error_flag = 0;\n"
                f"    {pf.name}({', '.join(unpack)});\n"
-               f"    return accpy_collect_error();\n}}\n")
+               f"    return accpy_error_flag ? 1 : 0;\n}}\n")
     return "\n".join(out)
 
 
