@@ -16,6 +16,11 @@ from ..ir.expr import Var
 _MAX_CONSTRAINTS = 400
 
 
+def _uid(v: Var) -> int:
+    """Vars hash by identity; elimination order goes by creation order instead."""
+    return v.uid
+
+
 class Bound:
     """`var >= ceil(num / den)` (lower) or `var <= floor(num / den)` (upper), den > 0."""
 
@@ -134,7 +139,7 @@ class ConstraintSet:
 
     def project_onto(self, keep: Iterable[Var]) -> Optional["ConstraintSet"]:
         keep = set(keep)
-        return self.project_out([v for v in self.vars if v not in keep])
+        return self.project_out(sorted((v for v in self.vars if v not in keep), key=_uid))
 
     def ranges(self) -> dict:
         """Per-variable [lo, hi] from the single-variable constraints (None = unbounded)."""
@@ -174,7 +179,7 @@ class ConstraintSet:
         for lo, hi in self.ranges().values():
             if lo is not None and hi is not None and lo > hi:
                 return True
-        p = self.project_out(list(self.vars))
+        p = self.project_out(sorted(self.vars, key=_uid))  # a fixed order: same answer every run
         return p is not None and p.infeasible
 
     def implies(self, c: Affine) -> bool:

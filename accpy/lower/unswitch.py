@@ -145,6 +145,12 @@ def _simplicity(b: Bound):
     return (len(b.num.terms), b.den != 1)
 
 
+def _bound_key(b: Bound):
+    """A total order on bounds that does not depend on hashes (Var hashes are identities),
+    so that the same schedule always lowers to the same loops."""
+    return (b.den, b.num.const, tuple((v.uid, c) for v, c in b.num.terms))
+
+
 class _Generator:
     def __init__(self, loops, loop_vars, symbols):
         self.loops = loops
@@ -153,6 +159,7 @@ class _Generator:
         self.n = len(loops)
         self.level_of = {v: k for k, v in enumerate(loop_vars)}
         self.npieces = 0
+        self.refused: set = set()  # cut constraints (both signs) given up on: see gen()
 
     # -- projections ----------------------------------------------------------------------
     def proj(self, piece: Piece, level: int) -> Optional[ConstraintSet]:
@@ -174,7 +181,7 @@ class _Generator:
 
     def _prune(self, bs, outer, lower):
         """Drop bounds implied by another; among equals keep the simplest."""
-        bs = sorted(set(bs), key=_simplicity)
+        bs = sorted(set(bs), key=lambda b: (_simplicity(b), _bound_key(b)))  # deterministic order
         ff = _floor_form_low if lower else (lambda b: b)  # compare integer values in floor form
 
         def wins(x, y):  # x makes y redundant: larger lower bound / smaller upper bound
@@ -195,7 +202,7 @@ class _Generator:
         g = b1.num * b2.den - b2.num * b1.den  # >= 0 where b1 >= b2
         if lower is False:
             g = -g  # for upper bounds b1 wins where b1 <= b2
-        if g.is_const:
+        if g.is_const or g in self.refused:
             return
         inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
         if 0 <= inner < level:
@@ -231,13 +238,22 @@ class _Generator:
             try:
                 return self._gen_level(level, pieces, ctx)
             except _NeedCut as cut:
+                if cut.level != level:
+                    raise  # a cut of an outer loop: that loop's gen() makes it
                 key = (cut.g, frozenset(cut.pids))
-                if cut.level != level or key in applied or self.npieces >= MAX_PIECES:
-                    raise
-                applied.add(key)
-                new = self._apply_cut(pieces, cut, ctx)
-                if len(new) == len(pieces):
-                    raise
+                new = None
+                if key not in applied and self.npieces < MAX_PIECES:
+                    applied.add(key)
+                    new = self._apply_cut(pieces, cut, ctx)
+                    if len(new) == len(pieces) and all(a is b for a, b in zip(new, pieces)):
+                        new = None
+                if new is None:
+                    # The cut cannot be made (piece budget spent), or was made and the two
+                    # bounds still cannot be ordered (projection is inexact; floor forms of
+                    # different denominators): stop asking for it and keep min/max bounds
+                    # (or the hull's leaf guards) there instead -- never an escaping cut.
+                    self.refused.update((cut.g, -cut.g))
+                    continue
                 pieces = new
 
     def _gen_level(self, level, pieces, ctx):

@@ -127,7 +127,9 @@ class IterationSpace:
         dims = list(self.dims)
         dims[k] = outer
         dims.insert(k + 1, inner)
-        cons = sp.constraints + (Affine.constant(size - 1) - Affine.var(inner_var),)
+        # 0 <= inner <= size - 1, both sides recorded: a later skew or pad moves the inner
+        # dim in the box, and then its lower bound is no longer the box's 0
+        cons = sp.constraints + (Affine.var(inner_var), Affine.constant(size - 1) - Affine.var(inner_var))
         return dataclasses.replace(sp, dims=tuple(dims), constraints=cons)
 
     def skew(self, handle, reference) -> "IterationSpace":

@@ -1,0 +1,1 @@
+"""Shared helpers for accpy's tests (random schedule generation: see `schedgen`)."""

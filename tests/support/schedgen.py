@@ -1,0 +1,1002 @@
+"""Random nests + random schedules, built natively and checked against the reference.
+
+The unit of work is a `Case`: a nest (`NestSpec`: a kind from `NEST_KINDS`, its sizes,
+element type and array layouts), a list of transform `Step`s, and a seed for the input
+data. Everything in a case is plain data, so a failing case prints as a short Python
+script that replays it exactly (`Case.script()`), and cases hash/compare by value.
+
+How a case runs (`realize`): the nest kind's *template* (Python source using the public
+API, the same text the replay script shows) is executed in a fresh namespace; then each
+step is rendered to one line of Python (`Step.code()`, e.g. `i1 = schedule.split(i, 4)`)
+and executed in that namespace. New indices are named by the step (the Python variable
+receives the index, and accpy names indices after the variable), so names in printed
+loops, C code and replay scripts all agree.
+
+How cases are drawn (`draw_case(chooser)`): pick a nest kind and its sizes, then
+repeatedly pick a step kind by weight and let its *drawer* (`STEP_KINDS`) choose the
+step's arguments from the live schedule (`State`: current indices, extents, split
+parents), applying each step as soon as it is drawn so that the next one sees the result.
+Every choice goes through a `Chooser`: `cases()` is the hypothesis strategy
+(`HypothesisChooser`: boundary-biased, shrinkable); `random_cases(random.Random(seed), n)`
+draws n distinct cases from a seeded generator (`RandomChooser`), which is how a test
+gets hundreds of different cases out of a few hypothesis examples.
+
+Running many cases cheaply (`check_cases`): all cases of a batch go into one
+`acc.Package` (gcc runs once), each one is called on seeded random inputs and compared
+with `accpy.nest.reference.evaluate` (exact for integers, a tolerance for floats). The
+lowered loop IR is also run in Python (`lowered_to_python`), which tells a lowering bug
+(both disagree with the reference) from a C-emission bug (only C disagrees). Each case
+is lowered alone first (timed: `BatchReport.lower_seconds`), so an exception names its
+case, and a compile error is attributed by rebuilding the batch's cases one by one.
+`minimize(case, dir)` greedily simplifies a failing case (drop steps, smaller sizes and
+arguments) for a regression test.
+
+Extending it
+  * a new nest: write a template (see `_MATMUL`) and register it with `nest_kind(...)`,
+    giving the (lo, hi) range of each size; the template must define `nests` (run in
+    order by the reference), `args` (the function's arguments, in order) and `schedule`.
+  * a fused case: a template defining several nests and their schedules (`s0`, `s1`);
+    steps on them are `Step(..., target="s0")`, and the fusion itself is a step too:
+    `Step("fuse", (Ref("s0"), Ref("s1")), results=("schedule",), target="acc")`.
+  * a new transform: write a drawer `(chooser, state) -> Step | None` and register it
+    with `step_kind(name, weight, stage)`; `stage="plan"` steps run on `plan` (made from
+    the schedule once the schedule steps are done), e.g. `Step("vectorize",
+    (Ref("i1"),), target="plan")`. `draw_case` draws plan steps in a second phase
+    (`plan_steps=` says how many).
+  * an extra check on each run: `check_cases(..., extra_checks=[fn(realized, inputs,
+    outputs) -> message or None])`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+from hypothesis import strategies as st
+
+import accpy as acc
+from accpy.nest.reference import evaluate
+
+# -----------------------------------------------------------------------------------------
+# step data
+# -----------------------------------------------------------------------------------------
+
+
+class Ref(str):
+    """A reference to a variable of the case's namespace (an index, an array): prints bare."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class Mapping(tuple):
+    """An ordered {key: value} argument (e.g. tile's shape) kept hashable; prints as a dict."""
+
+    def __new__(cls, items):
+        return super().__new__(cls, tuple((k, v) for k, v in items))
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self) + "}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call on the schedule (or plan): `results = target.op(*args, **kwargs)`."""
+
+    op: str
+    args: tuple = ()
+    kwargs: tuple = ()  # ((name, value), ...)
+    results: tuple = ()  # names bound to the result (new indices)
+    target: str = "schedule"  # the namespace variable the method is called on
+
+    def code(self) -> str:
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
+        call = f"{self.target}.{self.op}({', '.join(parts)})"
+        if not self.results:
+            return call
+        lhs = ", ".join(self.results) + ("," if len(self.results) == 1 and self.op == "tile" else "")
+        return f"{lhs} = {call}"
+
+    def __str__(self) -> str:
+        return self.code()
+
+
+# -----------------------------------------------------------------------------------------
+# nests
+# -----------------------------------------------------------------------------------------
+
+LAYOUTS = ("FIRST_MAJOR", "LAST_MAJOR")
+
+
+@dataclass(frozen=True)
+class NestKind:
+    name: str
+    template: str  # Python source; placeholders {T} (element type), {L0}, {L1}, ... (layouts), sizes
+    size_names: tuple  # placeholders of the template filled by the sizes
+    sizes: tuple  # (lo, hi) inclusive range of each size
+    n_arrays: int
+    dtypes: tuple = ("int32", "float32")
+
+
+NEST_KINDS: dict = {}
+
+
+def nest_kind(name, template, size_names, sizes, n_arrays, dtypes=("int32", "float32")) -> NestKind:
+    kind = NestKind(name, template.strip("\n"), tuple(size_names), sizes, n_arrays, tuple(dtypes))
+    NEST_KINDS[name] = kind
+    return kind
+
+
+@dataclass(frozen=True)
+class NestSpec:
+    kind: str
+    sizes: tuple
+    dtype: str = "int32"
+    layouts: tuple = ()  # one of LAYOUTS per array; () means all FIRST_MAJOR
+
+    def source(self) -> str:
+        k = NEST_KINDS[self.kind]
+        lay = self.layouts or ("FIRST_MAJOR",) * k.n_arrays
+        fields = dict(zip(k.size_names, self.sizes))
+        fields["T"] = f"acc.ScalarType.{self.dtype}"
+        for n, lo in enumerate(lay):
+            fields[f"L{n}"] = f"acc.Array.Layout.{lo}"
+        return k.template.format(**fields)
+
+    def __str__(self) -> str:
+        sizes = ", ".join(f"{n}={s}" for n, s in zip(NEST_KINDS[self.kind].size_names, self.sizes))
+        lay = "" if not self.layouts or set(self.layouts) == {"FIRST_MAJOR"} else \
+            " layouts=" + "/".join("F" if x == "FIRST_MAJOR" else "L" for x in self.layouts)
+        return f"{self.kind}({sizes}) {self.dtype}{lay}"
+
+
+EXTENT = (1, 13)  # includes 1, primes, and sizes that nothing divides
+SMALL = (1, 5)
+
+_MATMUL = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {K}), layout={L0})
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({K}, {N}), layout={L1})
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M}, {N}), layout={L2})
+nest = acc.Nest(shape=({M}, {N}, {K}))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] += A[i, k] * B[k, j]
+
+nests, args = [nest], (A, B, C)
+schedule = nest.create_schedule()
+'''
+nest_kind("matmul", _MATMUL, "MNK", (EXTENT, EXTENT, EXTENT), 3)
+
+_CONV1D = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({N} + {K} - 1,), layout={L0})
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({K},), layout={L1})
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({N},), layout={L2})
+nest = acc.Nest(shape=({N}, {K}))
+i, j = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i] += A[i + j] * B[j]
+
+nests, args = [nest], (A, B, C)
+schedule = nest.create_schedule()
+'''
+nest_kind("conv1d", _CONV1D, "NK", (EXTENT, EXTENT), 3)
+
+_CONV2D = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({H} + {R} - 1, {W} + {S} - 1), layout={L0})
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({R}, {S}), layout={L1})
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({H}, {W}), layout={L2})
+nest = acc.Nest(shape=({H}, {W}, {R}, {S}))
+i, j, k, l = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] += A[i + k, j + l] * B[k, l]
+
+nests, args = [nest], (A, B, C)
+schedule = nest.create_schedule()
+'''
+nest_kind("conv2d", _CONV2D, "HWRS", ((1, 9), (1, 9), SMALL, SMALL), 3)
+
+_ELEMENTWISE = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {N}), layout={L0})
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {N}), layout={L1})
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M}, {N}), layout={L2})
+D = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M}, {N}), layout={L3})
+nest = acc.Nest(shape=({M}, {N}))
+i, j = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] = A[i, j] * 2 + B[i, j]
+    D[i, j] += C[i, j] - 1
+
+nests, args = [nest], (A, B, C, D)
+schedule = nest.create_schedule()
+'''
+nest_kind("elementwise", _ELEMENTWISE, "MN", (EXTENT, EXTENT), 4)
+
+# a 3-D element-wise nest with a transposed access and two statements
+_TRANSPOSE3 = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({K}, {N}, {M}), layout={L0})
+B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M}, {N}, {K}), layout={L1})
+nest = acc.Nest(shape=({M}, {N}, {K}))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    B[i, j, k] -= A[k, j, i]
+    B[i, j, k] *= 3
+
+nests, args = [nest], (A, B)
+schedule = nest.create_schedule()
+'''
+nest_kind("transpose3", _TRANSPOSE3, "MNK", ((1, 9), (1, 9), (1, 9)), 2)
+
+_ROWSUM = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {N}), layout={L0})
+S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M},), layout={L1})
+U = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({N},), layout={L2})
+nest = acc.Nest(shape=({M}, {N}))
+i, j = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    S[i] += A[i, j]
+    U[j] += A[i, j] * A[i, j]
+
+nests, args = [nest], (A, S, U)
+schedule = nest.create_schedule()
+'''
+nest_kind("rowsum", _ROWSUM, "MN", (EXTENT, EXTENT), 3)
+
+_MAXREDUCE = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {N}, {K}), layout={L0})
+X = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M},), layout={L1})
+Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({N}, {K}), layout={L2})
+nest = acc.Nest(shape=({M}, {N}, {K}))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    X[i] = acc.max(X[i], A[i, j, k])
+    Y[j, k] = acc.min(Y[j, k], A[i, j, k] - X[i] * 0)
+
+nests, args = [nest], (A, X, Y)
+schedule = nest.create_schedule()
+'''
+nest_kind("maxreduce", _MAXREDUCE, "MNK", ((1, 9), (1, 9), (1, 9)), 3)
+
+
+# -----------------------------------------------------------------------------------------
+# cases
+# -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    nest: NestSpec
+    steps: tuple = ()
+    seed: int = 0
+
+    def step_code(self) -> str:
+        lines, planned = [], False
+        for s in self.steps:
+            if s.target == "plan" and not planned:
+                lines.append("plan = schedule.create_plan()")
+                planned = True
+            lines.append(s.code())
+        return "\n".join(lines)
+
+    def script(self) -> str:
+        """A stand-alone script replaying this case (run it from the repository root)."""
+        has_plan = any(s.target == "plan" for s in self.steps)
+        return "\n".join([
+            "import sys; sys.path.insert(0, 'tests')",
+            "import numpy as np",
+            "import accpy as acc",
+            "from accpy.nest.reference import evaluate",
+            "from support.schedgen import random_array",
+            "",
+            self.nest.source(),
+            self.step_code() or "# (no transforms)",
+            "" if has_plan else "plan = schedule.create_plan()",
+            "print(schedule.to_python(unswitched=True))",
+            "pkg = acc.Package()",
+            "pkg.add(plan, args=args, base_name='f')",
+            "lib = pkg.build('repro', output_dir='repro_build', python_module=False)",
+            f"rng = np.random.default_rng({self.seed})",
+            "got = [random_array(a, rng) for a in args]",
+            "want = [x.copy() for x in got]",
+            "evaluate(nests, dict(zip(args, want)))",
+            "lib.f(*got)",
+            "for a, g, w in zip(args, got, want):",
+            "    print(a.name, 'OK' if np.allclose(g, w, rtol=1e-4, atol=1e-4) else f'MISMATCH\\n{g}\\n{w}')",
+        ])
+
+    def describe(self) -> str:
+        steps = "; ".join(s.code() for s in self.steps) or "(no transforms)"
+        return f"{self.nest} seed={self.seed}: {steps}"
+
+
+class State:
+    """The live namespace of a case being realized: schedule, plan, arrays, indices."""
+
+    def __init__(self, case_or_spec):
+        spec = case_or_spec.nest if isinstance(case_or_spec, Case) else case_or_spec
+        self.spec = spec
+        self.ns: dict = {"acc": acc, "np": np}
+        self.ns["__name__"] = "schedgen_case"
+        _exec(spec.source(), f"<schedgen {spec.kind}>", self.ns)
+        self.steps: list = []
+
+    # -- views of the current schedule -----------------------------------------------------------
+    @property
+    def schedule(self):
+        return self.ns["schedule"]
+
+    @property
+    def plan(self):
+        if "plan" not in self.ns:
+            self.ns["plan"] = self.schedule.create_plan()
+        return self.ns["plan"]
+
+    @property
+    def args(self) -> tuple:
+        return tuple(self.ns["args"])
+
+    @property
+    def nests(self) -> list:
+        return list(self.ns["nests"])
+
+    def dims(self) -> list:
+        """(name, extent, parent name or None) of each schedule index, in loop order."""
+        sp = self.schedule.space
+        out = []
+        for d, ext in zip(sp.dims, self.schedule.get_shape()):
+            out.append((d.name, int(ext) if isinstance(ext, (int, np.integer)) else None,
+                        d.parent.name if d.parent is not None else None))
+        return out
+
+    def names(self) -> list:
+        return [n for n, _, _ in self.dims()]
+
+    def extent(self, name) -> int:
+        for n, e, _ in self.dims():
+            if n == name:
+                return e
+        raise KeyError(name)
+
+    def fresh(self, name: str, also_taken=()) -> str:
+        """A new index name derived from `name`: i -> i1, i1 -> i2, ..."""
+        root = name.rstrip("0123456789")
+        taken = set(self.ns) | set(also_taken)
+        n = 1
+        while f"{root}{n}" in taken:
+            n += 1
+        return f"{root}{n}"
+
+    # -- applying steps ------------------------------------------------------------------------
+    def apply(self, step: Step) -> None:
+        if step.target == "plan":
+            self.plan  # noqa: B018 - create it once the schedule is final
+        _exec(step.code(), "<schedgen step>", self.ns)
+        self.steps.append(step)
+
+
+def _exec(src: str, filename: str, ns: dict) -> None:
+    """exec with the source registered in linecache, so accpy's messages quote the line."""
+    import linecache
+
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+
+
+def realize(case: Case) -> State:
+    """Build the case's nest and apply its steps (raises what accpy raises)."""
+    s = State(case)
+    for step in case.steps:
+        s.apply(step)
+    s.plan  # noqa: B018
+    return s
+
+
+# -- choosers: one generator, two sources of choices ---------------------------------------------
+
+
+class Chooser:
+    """The choices a generator makes. `HypothesisChooser` draws them from hypothesis
+    (shrinkable, biased to boundary values); `RandomChooser` from a seeded `random.Random`
+    (fast, and many distinct cases per example)."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        raise NotImplementedError
+
+    def choice(self, seq):
+        raise NotImplementedError
+
+    def subset(self, seq, min_size: int, max_size: int) -> list:
+        """Distinct elements of `seq`, in a random order."""
+        raise NotImplementedError
+
+    def permutation(self, seq) -> list:
+        raise NotImplementedError
+
+    def chance(self, p: float) -> bool:
+        """True with probability about p (shrinks to False)."""
+        return self.integer(0, 999) >= 1000 - int(round(p * 1000))
+
+
+class HypothesisChooser(Chooser):
+    def __init__(self, draw):
+        self.draw = draw
+
+    def integer(self, lo, hi):
+        return self.draw(st.integers(lo, hi))
+
+    def choice(self, seq):
+        return self.draw(st.sampled_from(list(seq)))
+
+    def subset(self, seq, min_size, max_size):
+        return self.draw(st.lists(st.sampled_from(list(seq)), min_size=min_size, max_size=max_size, unique=True))
+
+    def permutation(self, seq):
+        return list(self.draw(st.permutations(list(seq))))
+
+
+class RandomChooser(Chooser):
+    def __init__(self, rng):
+        self.rng = rng
+
+    def integer(self, lo, hi):
+        return self.rng.randint(lo, hi)
+
+    def choice(self, seq):
+        return self.rng.choice(list(seq))
+
+    def subset(self, seq, min_size, max_size):
+        seq = list(seq)
+        return self.rng.sample(seq, self.rng.randint(min_size, min(max_size, len(seq))))
+
+    def permutation(self, seq):
+        seq = list(seq)
+        self.rng.shuffle(seq)
+        return seq
+
+
+# -- step kinds ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepKind:
+    name: str
+    weight: int
+    stage: str  # "schedule" | "plan"
+    draw: Callable  # (Chooser, State) -> Step | None (None: not applicable now)
+
+
+STEP_KINDS: dict = {}
+
+
+def step_kind(name: str, weight: int = 1, stage: str = "schedule"):
+    """Register a drawer `(chooser, state) -> Step | None` for a transform."""
+
+    def deco(fn):
+        STEP_KINDS[name] = StepKind(name, weight, stage, fn)
+        return fn
+
+    return deco
+
+
+def _sized(state):
+    return [n for n, e, _ in state.dims() if e is not None]
+
+
+@step_kind("split", weight=4)
+def _draw_split(ch, state):
+    names = _sized(state)
+    if not names:
+        return None
+    ix = ch.choice(names)
+    size = ch.integer(1, state.extent(ix) + 3)  # non-dividing, == extent and > extent included
+    return Step("split", (Ref(ix), size), results=(state.fresh(ix),))
+
+
+@step_kind("tile", weight=2)
+def _draw_tile(ch, state):
+    names = _sized(state)
+    if not names:
+        return None
+    chosen = ch.subset(names, 1, min(3, len(names)))
+    items, results, taken = [], [], set()
+    for ix in chosen:
+        items.append((Ref(ix), ch.integer(1, state.extent(ix) + 3)))
+        results.append(state.fresh(ix, also_taken=taken))
+        taken.add(results[-1])
+    return Step("tile", (Mapping(items),), results=tuple(results))
+
+
+def repair_order(perm, parents: dict) -> list:
+    """The order closest to `perm` in which every split parent precedes its inner index.
+
+    Repeatedly takes the earliest index of `perm` whose parent is already placed.
+    """
+    placed, out, todo = set(), [], list(perm)
+    while todo:
+        for n, ix in enumerate(todo):
+            p = parents.get(ix)
+            if p is None or p in placed:
+                out.append(ix)
+                placed.add(ix)
+                del todo[n]
+                break
+        else:  # pragma: no cover - parents always form a forest
+            raise AssertionError(f"cyclic split parents in {parents}")
+    return out
+
+
+@step_kind("reorder", weight=4)
+def _draw_reorder(ch, state):
+    dims = state.dims()
+    order = repair_order(ch.permutation([n for n, _, _ in dims]), {n: p for n, _, p in dims})
+    return Step("reorder", tuple(Ref(x) for x in order))
+
+
+@step_kind("skew", weight=2)
+def _draw_skew(ch, state):
+    names = state.names()
+    if len(names) < 2:
+        return None
+    a, b = ch.subset(names, 2, 2)
+    kwargs = (("unroll_loops_smaller_than", ch.integer(1, 8)),) if ch.chance(0.4) else ()
+    return Step("skew", (Ref(a), Ref(b)), kwargs)
+
+
+@step_kind("pad", weight=1)
+def _draw_pad(ch, state):
+    return Step("pad", (Ref(ch.choice(state.names())), ch.integer(0, 3)))
+
+
+# -- drawing whole cases --------------------------------------------------------------------
+
+
+def draw_spec(ch: Chooser, kinds=None, dtypes=None, layout_probability=0.3) -> NestSpec:
+    kind = NEST_KINDS[ch.choice(sorted(kinds or NEST_KINDS))]
+    sizes = tuple(ch.integer(lo, hi) for lo, hi in kind.sizes)
+    dtype = ch.choice([d for d in kind.dtypes if dtypes is None or d in dtypes])
+    layouts = ()
+    if ch.chance(layout_probability):
+        layouts = tuple(ch.choice(LAYOUTS) for _ in range(kind.n_arrays))
+    return NestSpec(kind.name, sizes, dtype, layouts)
+
+
+def _weighted(names):
+    out = []
+    for n in names:
+        out += [n] * STEP_KINDS[n].weight
+    return out
+
+
+def draw_case(ch: Chooser, kinds=None, dtypes=None, max_steps=6, step_kinds=None, plan_steps=0,
+              spec: Optional[NestSpec] = None) -> Case:
+    """A random nest (or `spec`), 0..max_steps schedule steps, then `plan_steps` plan steps."""
+    spec = spec if spec is not None else draw_spec(ch, kinds, dtypes)
+    state = State(spec)
+    names = list(step_kinds or STEP_KINDS)
+    sched = _weighted([n for n in names if STEP_KINDS[n].stage == "schedule"])
+    plan = _weighted([n for n in names if STEP_KINDS[n].stage == "plan"])
+    for pool, count in ((sched, ch.integer(0, max_steps)), (plan, plan_steps)):
+        for _ in range(count if pool else 0):
+            step = STEP_KINDS[ch.choice(pool)].draw(ch, state)
+            if step is not None:
+                state.apply(step)
+    return Case(spec, tuple(state.steps), ch.integer(0, 2 ** 31 - 1))
+
+
+@st.composite
+def cases(draw, **kw):
+    """Hypothesis strategy of `Case`s (keyword arguments as for `draw_case`)."""
+    return draw_case(HypothesisChooser(draw), **kw)
+
+
+def random_cases(rng, n: int, exclude=(), **kw) -> list:
+    """`n` distinct cases drawn with `random.Random` `rng`, none of them in `exclude`."""
+    ch = RandomChooser(rng)
+    out, seen = [], set(exclude)
+    tries = 0
+    while len(out) < n and tries < 50 * n:
+        tries += 1
+        c = draw_case(ch, **kw)
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
+    return out
+
+
+# -----------------------------------------------------------------------------------------
+# inputs, the reference, and the lowered IR run in Python
+# -----------------------------------------------------------------------------------------
+
+
+def random_array(array, rng) -> np.ndarray:
+    """Seeded data for an acc.Array, in the memory order its layout declares."""
+    dt = array.element_type.dtype
+    shape = tuple(int(s) for s in array.shape)
+    if np.issubdtype(dt, np.integer):
+        x = rng.integers(-9, 10, size=shape).astype(dt)
+    else:
+        x = rng.uniform(-1, 1, size=shape).astype(dt)
+    if array.layout is acc.Array.Layout.LAST_MAJOR:
+        x = np.asfortranarray(x)
+    return x
+
+
+def make_inputs(state: State, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    return [random_array(a, rng) for a in state.args]
+
+
+def reference_outputs(state: State, inputs: list) -> list:
+    out = [x.copy() for x in inputs]
+    evaluate(state.nests, dict(zip(state.args, out)))
+    return out
+
+
+def lowered_to_python(fn):
+    """A Python function running a lowered `Function`'s loop IR over numpy arrays.
+
+    Expressions are translated by the reference evaluator's code generator (same scalar
+    semantics); loops, guards and allocations here. Returns `run(arrays)` where `arrays`
+    are the function's array arguments in order.
+    """
+    from accpy.ir.expr import Buffer
+    from accpy.ir.stmt import Alloc, Block, Comment, For, If, Store
+    from accpy.nest import reference as R
+
+    g = R._PyGen()
+    lines: list = []
+
+    def emit(s, depth):
+        pad = "    " * depth
+        if isinstance(s, Block):
+            for x in s.stmts:
+                emit(x, depth)
+            if not s.stmts:
+                lines.append(pad + "pass")
+        elif isinstance(s, For):
+            lines.append(f"{pad}for {g.name(s.var)} in range({g.index(s.lo)}, {g.index(s.hi)}):")
+            emit(s.body, depth + 1)
+        elif isinstance(s, If):
+            lines.append(f"{pad}if {g.expr(s.cond)}:")
+            emit(s.then, depth + 1)
+            if s.orelse is not None:
+                lines.append(f"{pad}else:")
+                emit(s.orelse, depth + 1)
+        elif isinstance(s, Store):
+            lines.append(pad + R._store_line(g, s))
+        elif isinstance(s, Alloc):
+            shape = ", ".join(g.index(x) for x in s.buffer.shape)
+            lines.append(f"{pad}{g.buf(s.buffer)} = np.zeros(({shape},), dtype=np.{s.buffer.dtype.dtype.name})")
+            emit(s.body, depth)
+        elif isinstance(s, Comment):
+            lines.append(f"{pad}pass  # {s.text}")
+        else:
+            raise NotImplementedError(f"lowered_to_python: {type(s).__name__}")
+
+    emit(fn.body, 1)
+    arg_bufs = [a for a in fn.args if isinstance(a, Buffer)]
+    head = ["def _run(arrays):"] + [f"    {g.buf(b)} = arrays[{n}]" for n, b in enumerate(arg_bufs)]
+    src = "\n".join(head + lines + ["    return None"])
+    ns = dict(R._HELPERS)
+    ns.update(g.consts)
+    ns.update(g.types)
+    exec(compile(src, "<lowered ir>", "exec"), ns)
+    run = ns["_run"]
+    run.source = src
+    return run
+
+
+# -----------------------------------------------------------------------------------------
+# building and checking batches
+# -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Realized:
+    case: Case
+    state: Optional[State] = None
+    function: object = None  # PackageFunction
+    lowered: object = None  # the lowered Function
+    lower_seconds: float = 0.0
+    single: object = None  # a package of this case alone (after a batch failed to build)
+    error: Optional[str] = None  # a failure before running (realize / lower / compile)
+
+
+@dataclass
+class Failure:
+    case: Case
+    what: str
+    details: str = ""
+
+    def report(self, state: Optional[State] = None) -> str:
+        out = [f"FAILED: {self.what}", f"case: {self.case.describe()}", "replay:",
+               _indent(self.case.script()), self.details]
+        return "\n".join(x for x in out if x)
+
+
+@dataclass
+class BatchReport:
+    cases: int = 0
+    executed: int = 0
+    failures: list = field(default_factory=list)
+    lower_seconds: list = field(default_factory=list)  # (seconds, case description)
+    build_seconds: float = 0.0
+    total_seconds: float = 0.0
+
+    def raise_failures(self) -> None:
+        if self.failures:
+            text = "\n\n".join(f.report() for f in self.failures)
+            raise AssertionError(f"{len(self.failures)} of {self.cases} generated schedules failed:\n\n{text}")
+
+
+def _indent(text, pad="    "):
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
+
+def _first_difference(name, got, want, tol) -> Optional[str]:
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} != {want.shape}"
+    if tol is None:
+        bad = got != want
+    else:
+        bad = ~np.isclose(got, want, rtol=tol, atol=tol)
+    if not bad.any():
+        return None
+    where = tuple(int(x) for x in np.argwhere(bad)[0])
+    return (f"{name}{list(where)}: got {got[where]!r}, expected {want[where]!r} "
+            f"({int(bad.sum())} of {bad.size} elements differ)")
+
+
+def tolerance_of(state: State) -> Optional[float]:
+    dts = {a.element_type for a in state.args}
+    return None if all(t.is_int for t in dts) else 1e-4
+
+
+def compare(state: State, got: list, want: list) -> Optional[str]:
+    tol = tolerance_of(state)
+    diffs = [d for d in (_first_difference(a.name, g, w, tol) for a, g, w in zip(state.args, got, want)) if d]
+    return "; ".join(diffs) if diffs else None
+
+
+def realize_all(cases_) -> list:
+    out = []
+    for c in cases_:
+        r = Realized(c)
+        try:
+            r.state = realize(c)
+        except Exception:
+            r.error = "realizing the schedule raised:\n" + traceback.format_exc()
+        out.append(r)
+    return out
+
+
+def build_package(realized: list, output_dir, name: str = "schedgen"):
+    """Add every realized case (without an error) to one package and build it once.
+
+    Each case is lowered (and timed) on its own first, so that a case whose lowering
+    raises is reported alone. A compile error is attributed by rebuilding the cases one
+    by one. Returns the loaded package (None when nothing was built).
+    """
+    pkg = acc.Package()
+    for n, r in enumerate(realized):
+        if r.error is not None:
+            continue
+        try:
+            probe = acc.Package().add(r.state.plan, args=r.state.args, base_name=f"case{n}")
+            t = time.perf_counter()
+            r.lowered = probe.lowered(probe.name + "__impl")
+            r.lower_seconds = time.perf_counter() - t
+        except Exception:
+            r.error = "lowering raised:\n" + traceback.format_exc()
+            continue
+        r.function = pkg.add(r.state.plan, args=r.state.args, base_name=f"case{n}")
+        if hasattr(probe, "_lowered"):
+            r.function._lowered = probe._lowered  # same plan and arguments: reuse, don't lower twice
+    live = [r for r in realized if r.error is None]
+    if not live:
+        return None
+    try:
+        return pkg.build(name, output_dir=str(output_dir), python_module=False)
+    except Exception:
+        if len(live) == 1:
+            live[0].error = "building raised:\n" + traceback.format_exc()
+            return None
+    # attribute the failure: build each case alone
+    for n, r in enumerate(live):
+        one = acc.Package()
+        r.function = one.add(r.state.plan, args=r.state.args, base_name="f")
+        try:
+            r.single = one.build(f"{name}_single{n}", output_dir=str(output_dir), python_module=False)
+        except Exception:
+            r.error = "building raised:\n" + traceback.format_exc()
+    return None
+
+
+def check_cases(cases_, output_dir, name: str = "schedgen", check_lowered_python: bool = True,
+                extra_checks=()) -> BatchReport:
+    """Build all cases into one package, run each, compare with the reference.
+
+    Returns a report; call `report.raise_failures()` to fail a test with readable replays.
+    """
+    t0 = time.perf_counter()
+    rep = BatchReport(cases=len(cases_))
+    realized = realize_all(cases_)
+    tb = time.perf_counter()
+    lib = build_package(realized, Path(output_dir), name)
+    rep.build_seconds = time.perf_counter() - tb
+    for r in realized:
+        if r.function is not None:
+            rep.lower_seconds.append((r.lower_seconds, r.case.describe()))
+        if r.error is not None:
+            rep.failures.append(Failure(r.case, r.error.splitlines()[0], _indent(r.error)))
+            continue
+        kernel = lib[r.function.name] if lib is not None else r.single.f
+        st_ = r.state
+        inputs = make_inputs(st_, r.case.seed)
+        want = reference_outputs(st_, inputs)
+        got = [x.copy(order="K") for x in inputs]
+        try:
+            kernel(*got)
+        except Exception:
+            rep.failures.append(Failure(r.case, "calling the kernel raised", _indent(traceback.format_exc())))
+            continue
+        rep.executed += 1
+        diff = compare(st_, got, want)
+        py_diff = None
+        if check_lowered_python or diff:
+            py_out = [x.copy() for x in inputs]
+            try:
+                lowered_to_python(r.lowered)(py_out)
+                py_diff = compare(st_, py_out, want)
+            except Exception:
+                py_diff = "running the lowered IR in Python raised:\n" + traceback.format_exc()
+        extra = []
+        for chk in extra_checks:
+            msg = chk(r, inputs, got)
+            if msg:
+                extra.append(msg)
+        if diff or py_diff or extra:
+            what = "native result differs from the reference" if diff else \
+                "lowered IR (run in Python) differs from the reference" if py_diff else "extra check failed"
+            details = [f"native: {diff or 'matches'}",
+                       f"lowered IR in Python: {py_diff or 'matches'}"] + extra
+            details.append("pseudo-code:\n" + _indent(_safe(st_.schedule.to_python)))
+            details.append("lowered:\n" + _indent(_safe(lambda: st_.schedule.to_python(unswitched=True))))
+            rep.failures.append(Failure(r.case, what, "\n".join(details)))
+    rep.total_seconds = time.perf_counter() - t0
+    return rep
+
+
+def _safe(fn) -> str:
+    try:
+        return fn()
+    except Exception as e:  # pragma: no cover - diagnostics only
+        return f"<{type(e).__name__}: {e}>"
+
+
+def check_case(case: Case, output_dir, **kw) -> BatchReport:
+    """One case alone (for regression tests and replays)."""
+    rep = check_cases([case], output_dir, **kw)
+    rep.raise_failures()
+    return rep
+
+
+def steps_from_code(code: str) -> tuple:
+    """Parse step lines in `Step.code()` form back to Steps (for pasting a failure's replay)."""
+    out = []
+    for line in code.strip().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"(?:([\w, ]+?),?\s*=\s*)?(\w+)\.(\w+)\((.*)\)", line)
+        if not m:
+            raise ValueError(f"not a step: {line!r}")
+        results, target, op, argtext = m.groups()
+        if target == "schedule" and op == "create_plan":
+            continue
+        args, kwargs = _parse_args(argtext)
+        res = tuple(x.strip() for x in results.split(",") if x.strip()) if results else ()
+        out.append(Step(op, args, kwargs, res, target))
+    return tuple(out)
+
+
+def _parse_args(text):
+    import ast
+
+    call = ast.parse(f"f({text})", mode="eval").body
+
+    def conv(node):
+        if isinstance(node, ast.Name):
+            return Ref(node.id)
+        if isinstance(node, ast.Dict):
+            return Mapping((conv(k), conv(v)) for k, v in zip(node.keys, node.values))
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -conv(node.operand)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(conv(x) for x in node.elts)
+        raise ValueError(f"unsupported argument {ast.dump(node)}")
+
+    return tuple(conv(a) for a in call.args), tuple((k.arg, conv(k.value)) for k in call.keywords)
+
+
+_ = dataclasses  # re-exported helpers may use dataclasses.replace on cases
+
+
+# -----------------------------------------------------------------------------------------
+# minimizing a failing case (for debugging; hypothesis shrinks batches too slowly)
+# -----------------------------------------------------------------------------------------
+
+
+def case_fails(case: Case, output_dir, what: Optional[str] = None) -> bool:
+    """True when the case fails (with a failure whose headline contains `what`, if given)."""
+    rep = check_cases([case], output_dir, name="minimize")
+    return any(what is None or what in f.what for f in rep.failures)
+
+
+def _variants(case: Case):
+    """Simpler versions of a case, roughly simplest first."""
+    steps = case.steps
+    for n in range(len(steps)):  # drop one step
+        yield dataclasses.replace(case, steps=steps[:n] + steps[n + 1:])
+    spec = case.nest
+    if spec.layouts:
+        yield dataclasses.replace(case, nest=dataclasses.replace(spec, layouts=()))
+    if spec.dtype != "int32" and "int32" in NEST_KINDS[spec.kind].dtypes:
+        yield dataclasses.replace(case, nest=dataclasses.replace(spec, dtype="int32"))
+    for n, s in enumerate(spec.sizes):  # smaller nest sizes
+        for smaller in sorted({1, s // 2, s - 1}):
+            if 1 <= smaller < s:
+                sizes = spec.sizes[:n] + (smaller,) + spec.sizes[n + 1:]
+                yield dataclasses.replace(case, nest=dataclasses.replace(spec, sizes=sizes))
+    for n, step in enumerate(steps):  # simpler arguments
+        if step.kwargs:
+            yield dataclasses.replace(case, steps=steps[:n] + (dataclasses.replace(step, kwargs=()),) + steps[n + 1:])
+        for k, a in enumerate(step.args):
+            if isinstance(a, int) and not isinstance(a, bool) and a > 1:
+                for smaller in sorted({1, a // 2, a - 1}):
+                    args = step.args[:k] + (smaller,) + step.args[k + 1:]
+                    yield dataclasses.replace(case, steps=steps[:n] + (dataclasses.replace(step, args=args),)
+                                              + steps[n + 1:])
+    if case.seed:
+        yield dataclasses.replace(case, seed=0)
+
+
+def minimize(case: Case, output_dir, what: Optional[str] = None, max_attempts: int = 400) -> Case:
+    """Greedily simplify a failing case while it keeps failing; returns the simplest found."""
+    attempts = 0
+    improved = True
+    while improved and attempts < max_attempts:
+        improved = False
+        for v in _variants(case):
+            attempts += 1
+            try:
+                realize(v)
+            except Exception:
+                continue  # e.g. a later step names an index an earlier dropped step made
+            if case_fails(v, output_dir, what):
+                case = v
+                improved = True
+                break
+            if attempts >= max_attempts:
+                break
+    return case
