@@ -893,6 +893,24 @@ def test_compiler_failure_bad_source(tmp_path, monkeypatch):
     assert n_lines - 2 <= line <= n_lines
 
 
+def test_python_module_compiler_failure(tmp_path, vpkg, monkeypatch):
+    import accpy.package.package as pkgmod
+
+    vpkg["lib"].python_module()  # module core cached
+    orig = pkgmod.module_source
+    monkeypatch.setattr(pkgmod, "module_source", lambda *a: orig(*a) + "\nint broken( {\n")
+    k = K.make_int_axpy(5)
+    pkg = acc.Package()
+    pkg.add(k.source, args=k.args, base_name="ax")
+    with pytest.raises(acc.CompileError) as e:
+        pkg.build("badmod", output_dir=tmp_path, python_module="sync")
+    msg = str(e.value)
+    assert re.search(re.escape(str(tmp_path / "badmod_module.cpp")) + r":\d+:\d+: error:", msg), msg
+    # the library itself was built and works; the failed module was not published
+    assert not (tmp_path / f"badmod{EXT}").exists()
+    K.run(k, acc.load(tmp_path / "badmod.hat").ax, np.random.default_rng(0))
+
+
 # -- 8. acc.load ---------------------------------------------------------------------------
 
 def _build_scale(out, factor, name="ld", tiles=None, python_module=False):
