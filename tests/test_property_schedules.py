@@ -70,7 +70,7 @@ def test_random_schedules_match_reference(tmp_path):
     assert executed == len(seen) >= MIN_CASES
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=st.lists(sg.cases(), min_size=1, max_size=10, unique=True))
 def test_hypothesis_schedules_match_reference(batch, tmp_path_factory):

@@ -726,7 +726,7 @@ class Failure:
     what: str
     details: str = ""
 
-    def report(self, state: Optional[State] = None) -> str:
+    def report(self) -> str:
         out = [f"FAILED: {self.what}", f"case: {self.case.describe()}", "replay:",
                _indent(self.case.script()), self.details]
         return "\n".join(x for x in out if x)
@@ -938,8 +938,6 @@ def _parse_args(text):
 
     return tuple(conv(a) for a in call.args), tuple((k.arg, conv(k.value)) for k in call.keywords)
 
-
-_ = dataclasses  # re-exported helpers may use dataclasses.replace on cases
 
 
 # -----------------------------------------------------------------------------------------
