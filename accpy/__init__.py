@@ -7,10 +7,12 @@ from .errors import CompileError, KernelError, LogicError, ScheduleError
 from .ir.types import ScalarType
 from .nest.array import Array, Dimension, Role, Scalar, create_dimensions
 from .nest.nest import Nest
+from .nest.parameters import Parameter, create_parameter_grid, create_parameters
 from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, floor, log, log2, log10, logical_and,
                        logical_not, logical_or, max, min, round, select, sin, sinh, sqrt, tan, tanh)
 from .package import BuiltPackage, Format, Mode, Package, Platform, load
 from .plan import Plan
+from .plan.cache import Cache, MemorySpace
 from .schedule.schedule import Schedule
 from .targets import Target
 

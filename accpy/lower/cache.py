@@ -269,7 +269,8 @@ def cache_loop_vars(plan) -> set:
 
 
 def insert_caches(stmt, plan, symbols):
-    """Returns (stmt, [cache buffers]) with every requested cache inserted."""
+    """Returns (stmt, [cache buffers], {id(buffer): fill loop var}) with every requested cache
+    inserted; a cache is filled at its trigger loop (multicache) or else at its site loop."""
     from ..nest.array import Array
 
     space = plan.schedule.space
@@ -277,18 +278,22 @@ def insert_caches(stmt, plan, symbols):
     caches = sorted(plan.caches, key=lambda c: -_resolved_level(c, stmt, space, symbols))
     buffers: dict = {}
     out_bufs = []
+    fills: dict = {}
     for c in caches:
         level = _resolved_level(c, stmt, space, symbols)
         site_var = space.dims[n - level].var
         trig_var = space.dims[n - c.trigger_level].var if c.trigger_level is not None else None
-        source = buffers[id(c.source)] if not isinstance(c.source, Array) else c.source.buffer
+        if trig_var is site_var:
+            trig_var = None  # triggered at its own key-slice: one block per slice, an ordinary cache
+        source = buffers[id(c.source)] if not isinstance(c.source, Array) else c.source_buffer
         layout_last = c.layout is not None and c.layout is Array.Layout.LAST_MAJOR
         info = _CacheInfo(c, source, site_var, trig_var, c.element_type or source.dtype, layout_last, plan.target)
         stmt = _apply(stmt, info, symbols)
         if info.buffer is not None:
             buffers[id(c)] = info.buffer
             out_bufs.append(info.buffer)
-    return stmt, out_bufs
+            fills[id(info.buffer)] = trig_var if trig_var is not None else site_var
+    return stmt, out_bufs, fills
 
 
 def _resolved_level(c, stmt, space, symbols) -> int:
@@ -301,7 +306,7 @@ def _resolved_level(c, stmt, space, symbols) -> int:
     n = len(space.dims)
     if not isinstance(c.source, Array):
         raise ScheduleError("cache: budget caches of caches are not supported")
-    buf = c.source.buffer
+    buf = c.source_buffer
     for level in range(n, 0, -1):
         var = space.dims[n - level].var
         sizes = [b for b in _site_blocks(stmt, var, buf, symbols)]

@@ -77,7 +77,11 @@ def create_dimensions(role=None):
 
 
 def size_expr(s, what: str) -> Expr:
-    """A shape entry as an index expression: a positive int or a Dimension."""
+    """A shape entry as an index expression: a positive int, a Dimension or a Parameter."""
+    from .parameters import Parameter
+
+    if isinstance(s, Parameter):
+        s = s.value  # raises UnresolvedParameter outside Package.add
     if isinstance(s, Dimension):
         return s.var
     if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
@@ -124,7 +128,9 @@ class Array:
                 element_type = ScalarType.from_dtype(data.dtype)
         if shape is None:
             raise ValueError("shape: an Array needs a shape (or data)")
-        if isinstance(shape, (int, Dimension)):
+        from .parameters import Parameter
+
+        if isinstance(shape, (int, Dimension, Parameter)):
             shape = (shape,)
         self._shape = tuple(shape)
         self.element_type = scalar_type(element_type, "element_type") if element_type is not None else ScalarType.float32
@@ -133,6 +139,7 @@ class Array:
         self.data = data
         self.requested_layout = layout
         self._buffer: Optional[Buffer] = None
+        self._buffers: dict = {}
         self._check_layout(layout)
 
     def _check_layout(self, layout):
@@ -182,10 +189,25 @@ class Array:
 
     @property
     def buffer(self) -> Buffer:
-        if self._buffer is None:
-            self._buffer = Buffer(self.name, self.element_type, self.shape_exprs(), self.stride_exprs(),
-                                  role=self.role.value, data=self.data)
-        return self._buffer
+        """The IR buffer of this array (one per value of its parameters, if its shape has any)."""
+        from .parameters import has_parameter, resolve
+
+        if not has_parameter(self._shape):
+            if self._buffer is None:
+                self._buffer = Buffer(self.name, self.element_type, self.shape_exprs(), self.stride_exprs(),
+                                      role=self.role.value, data=self.data)
+            return self._buffer
+        key = tuple(s.name if isinstance(s, Dimension) else s for s in resolve(self._shape))
+        if key not in self._buffers:
+            self._buffers[key] = Buffer(self.name, self.element_type, self.shape_exprs(), self.stride_exprs(),
+                                        role=self.role.value, data=self.data)
+        return self._buffers[key]
+
+    def resolved_shape(self) -> tuple:
+        """The shape with parameters replaced by their current values."""
+        from .parameters import resolve
+
+        return tuple(resolve(self._shape))
 
     def dimensions(self) -> list:
         return [s for s in self._shape if isinstance(s, Dimension)]

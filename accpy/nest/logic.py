@@ -95,6 +95,10 @@ def lift(x, like: Optional[ScalarType] = None) -> Value:
     """Turn a Python number (or Value) into a Value, adopting the type `like` for literals."""
     if isinstance(x, Value):
         return x
+    from .parameters import Parameter
+
+    if isinstance(x, Parameter):
+        x = x.value  # a parameter in logic is the value it has when the function is added
     import numpy as np
 
     if isinstance(x, (bool, np.bool_)):

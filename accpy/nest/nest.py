@@ -6,6 +6,7 @@ from typing import Optional
 from ..errors import LogicError
 from ..ir.expr import Var
 from .array import Dimension, size_expr
+from .parameters import UnresolvedParameter, context_key, has_parameter
 from .logic import Index, LogicCapture
 from .naming import assigned_names
 
@@ -21,10 +22,15 @@ class Nest:
         if not isinstance(shape, (list, tuple)) or not shape:
             raise ValueError(f"shape: expected a non-empty list of sizes, got {shape!r}")
         self._shape = tuple(shape)
-        self._extents = tuple(size_expr(s, f"shape[{k}]") for k, s in enumerate(shape))
+        if not has_parameter(self._shape):
+            for k, sz in enumerate(shape):
+                size_expr(sz, f"shape[{k}]")  # validate now; parameter sizes when realized
         names = [_DEFAULT_NAMES[k] if k < len(_DEFAULT_NAMES) else f"i{k}" for k in range(len(shape))]
         self._indices = [Index(n) for n in names]
-        self.statements: list = []  # LogicStatement, in program order
+        self._logic: list = []  # the logic functions, in order
+        self._statements: list = []  # captured now, when no parameter is needed
+        self._deferred = False  # True once some logic needs parameter values
+        self._realized: dict = {}  # parameter values -> statements
 
     # -- structure ----------------------------------------------------------------------
     def get_shape(self) -> list:
@@ -32,12 +38,29 @@ class Nest:
 
     @property
     def extents(self) -> tuple:
-        """Extents as index expressions (constants or runtime dimensions)."""
-        return self._extents
+        """Extents as index expressions (constants, runtime dimensions, parameter values)."""
+        return tuple(size_expr(s, f"shape[{k}]") for k, s in enumerate(self._shape))
+
+    @property
+    def statements(self) -> list:
+        """The captured statements (realized with the parameter values in effect)."""
+        if not self._deferred:
+            return self._statements
+        key = context_key()
+        if key not in self._realized:
+            stmts: list = []
+            for fn in self._logic:
+                stmts.extend(self._capture(fn, len(stmts) + 1))
+            self._realized[key] = stmts
+        return self._realized[key]
+
+    @property
+    def uses_parameters(self) -> bool:
+        return self._deferred or has_parameter(self._shape)
 
     def get_indices(self):
         names, unpacked = assigned_names(with_kind=True)
-        if len(names) == len(self._indices) and not self.statements:
+        if len(names) == len(self._indices) and not self._logic:
             for ix, n in zip(self._indices, names):
                 ix.name = n
                 ix._expr = Var(n, ix.var.dtype)
@@ -71,7 +94,18 @@ class Nest:
             return lambda fn: self.iteration_logic(fn)
         if not callable(logic):
             raise TypeError(f"logic: expected a function, got {type(logic).__name__}")
-        with LogicCapture(self, first_number=len(self.statements) + 1) as cap:
+        if not self._deferred and not has_parameter(self._shape):
+            try:
+                self._statements.extend(self._capture(logic, len(self._statements) + 1))
+            except UnresolvedParameter:
+                self._deferred = True  # captured (and checked) when the function is added
+        else:
+            self._deferred = True
+        self._logic.append(logic)
+        return logic
+
+    def _capture(self, logic, first_number: int) -> list:
+        with LogicCapture(self, first_number=first_number) as cap:
             try:
                 logic()
             except LogicError as err:
@@ -88,8 +122,7 @@ class Nest:
         from ..analysis.logic_check import check_statements
 
         check_statements(self, cap.statements)
-        self.statements.extend(cap.statements)
-        return logic
+        return cap.statements
 
     # -- next stages --------------------------------------------------------------------
     def create_schedule(self):
@@ -101,7 +134,7 @@ class Nest:
         return self.create_schedule().create_plan(target)
 
     def __repr__(self) -> str:
-        return f"Nest(shape={list(self._shape)}, {len(self.statements)} statements)"
+        return f"Nest(shape={list(self._shape)}, {len(self._logic)} logic function(s))"
 
 
 def index_position(nest: Nest, var: Var) -> Optional[int]:

@@ -61,14 +61,34 @@ def _plan_of(source):
     raise ValueError(f"source: expected an acc.Nest, Schedule or Plan, got {type(source).__name__}")
 
 
+def _parameter_name(p) -> str:
+    from ..nest.parameters import Parameter
+
+    return p.name if isinstance(p, Parameter) else str(p)
+
+
+def _parameter_value(v):
+    """Values as recorded in the .hat and the name hash: indices by name."""
+    from ..nest.logic import Index
+
+    if isinstance(v, Index):
+        return v.name
+    if isinstance(v, (tuple, list)):
+        return "(" + ", ".join(str(_parameter_value(x)) for x in v) + ")"
+    return v
+
+
 class PackageFunction:
     """One function of a package: a plan bound to an argument list, with a stable name."""
 
     def __init__(self, plan, args, base_name: str, parameters: dict, description: str = "", auxiliary=None):
+        from ..lower import argument_objects
+
         self.plan = plan
         self.args = tuple(args)
+        self.arg_objs = argument_objects(self.args)  # buffers of these parameter values
         self.base_name = base_name
-        self.parameters = dict(parameters or {})
+        self.parameters = {_parameter_name(k): _parameter_value(v) for k, v in (parameters or {}).items()}
         self.description = description
         self.auxiliary = auxiliary or {}
         self.infos = describe_arguments(self.args)
@@ -107,7 +127,7 @@ class PackageFunction:
         from ..lower import lower_function
 
         if getattr(self, "_lowered", None) is None:
-            self._lowered = lower_function(self.plan, name, self.args)
+            self._lowered = lower_function(self.plan, name, self.arg_objs)
         return dataclasses.replace(self._lowered, name=name)
 
     def lowered_reference(self, name: str):
@@ -116,7 +136,7 @@ class PackageFunction:
         from ..plan.plan import Plan
 
         default = self.plan.schedule.default_schedule()
-        return lower_function(Plan(default, self.plan.target), name, self.args)
+        return lower_function(Plan(default, self.plan.target), name, self.arg_objs)
 
 
 def _has_text(path: Path, text: str) -> bool:
@@ -149,7 +169,11 @@ class Package:
             raise TypeError("parameters: expected a dict (or a list of dicts)")
         if isinstance(parameters, list):
             return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
-        fn = PackageFunction(plan, args, base_name, parameters or {}, auxiliary=auxiliary)
+        from ..nest.parameters import parameter_values
+
+        with parameter_values(parameters or {}):
+            # the plan, its schedule and nest, and the arrays' shapes, with these values
+            fn = PackageFunction(plan.realize(), args, base_name, parameters or {}, auxiliary=auxiliary)
         if any(f.name == fn.name for f in self._functions):
             raise ValueError(f"a function named {fn.name} is already in the package (same base name, "
                              f"arguments and parameters)")

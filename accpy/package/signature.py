@@ -107,7 +107,7 @@ def describe_arguments(args) -> list:
             if a.role is Role.CONST:
                 raise ValueError(f"args[{k}]: {a.name} is a CONST array; its data is built into the function")
             shape = []
-            for s in a.shape:
+            for s in a.resolved_shape():
                 shape.append(s.name if isinstance(s, Dimension) else int(s))
             layout, strides = _layout_of(a)
             info = ArgInfo(a.name, KIND_ARRAY, a.element_type, tuple(shape), layout, strides, a.role.value, a.buffer)

@@ -23,6 +23,15 @@ class MemorySpace(enum.Enum):
     ACCUMULATOR = "accumulator"  # Gemmini
 
 
+def _buffer_or_none(array):
+    from ..nest.parameters import UnresolvedParameter
+
+    try:
+        return array.buffer
+    except UnresolvedParameter:
+        return None  # a handle of a plan still waiting for parameter values
+
+
 class Cache:
     """The handle `Plan.cache` returns; usable as the source of another (inner) cache."""
 
@@ -40,6 +49,9 @@ class Cache:
         self.thrifty = thrifty
         self.location = location
         self.double_buffer = double_buffer
+        # the IR buffer of an Array source, taken when the cache is made (with the
+        # parameter values of its plan in effect)
+        self.source_buffer = None if isinstance(source, Cache) else _buffer_or_none(source)
 
     @property
     def array(self):

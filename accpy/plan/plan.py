@@ -5,6 +5,80 @@ from ..nest.logic import Index
 
 
 class Plan:
+    """Annotations of a schedule for a target. Each call is checked and applied at once when
+    nothing in it waits for parameter values; it is recorded in any case, and `realize()`
+    replays the record on the realized schedule (see accpy/nest/parameters.py)."""
+
+    # -- the public operations: apply now, or wait for parameter values ------------------------
+    def unroll(self, index) -> None:
+        """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
+        return self._call("unroll", index)
+
+    def vectorize(self, index) -> None:
+        """Run the loop of `index` on vector registers (AVX-512 16 x f32, AVX2 8 x f32, ...).
+
+        Accesses must be contiguous along the index or not depend on it; the extent need
+        not be a multiple of the vector width (the tail is masked). Inner loops must be
+        unrolled. Checked when the package is built.
+        """
+        return self._call("vectorize", index)
+
+    def kernelize(self, unroll_indices, vectorize_indices=None) -> None:
+        """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (default: the innermost index)."""
+        return self._call("kernelize", unroll_indices, vectorize_indices)
+
+    def parallelize(self, indices, pin=None, policy: str = "static", max_threads=None) -> None:
+        """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP)."""
+        return self._call("parallelize", indices, pin=pin, policy=policy, max_threads=max_threads)
+
+    def cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
+              thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
+              double_buffer_location=None, vectorize=None, strategy=None):
+        """A local copy of `source`'s active block at a key-slice (see accpy/plan/cache.py)."""
+        return self._call("cache", source, index=index, trigger_index=trigger_index, layout=layout,
+                          max_elements=max_elements, element_type=element_type, thrifty=thrifty,
+                          location=location, level=level, trigger_level=trigger_level,
+                          double_buffer=double_buffer, double_buffer_location=double_buffer_location,
+                          vectorize=vectorize, strategy=strategy)
+
+    def _call(self, op, *args, **kwargs):
+        from ..nest.parameters import has_parameter
+
+        if not self._waiting and not self._schedule.is_parameterized and not has_parameter((args, kwargs)):
+            result = getattr(self, "_" + op)(*args, **kwargs)  # raises on bad arguments: nothing recorded
+            self._commands.append((op, args, kwargs, result))
+            return result
+        self._waiting = True
+        result = None
+        if op == "cache":
+            from .cache import Cache
+
+            # a handle now; the real cache is made when the plan is realized
+            result = Cache(self, args[0], kwargs.get("index"), kwargs.get("level"), kwargs.get("trigger_index"),
+                           kwargs.get("trigger_level"), kwargs.get("max_elements"), kwargs.get("layout"),
+                           kwargs.get("element_type"), kwargs.get("thrifty"), kwargs.get("location"),
+                           kwargs.get("double_buffer"))
+        self._commands.append((op, args, kwargs, result))
+        return result
+
+    def realize(self) -> "Plan":
+        """This plan with the parameter values in effect (no parameters left)."""
+        from ..nest.parameters import resolve
+        from .cache import Cache
+
+        if not self._waiting and not self._schedule.is_parameterized:
+            return self
+        out = Plan(self._schedule.realize(), self._target)
+        handles: dict = {}
+        for op, args, kwargs, result in self._commands:
+            args = tuple(handles.get(id(a), a) if isinstance(a, Cache) else a for a in resolve(args))
+            kwargs = resolve(kwargs)
+            real = getattr(out, "_" + op)(*args, **kwargs)
+            out._commands.append((op, args, kwargs, real))
+            if result is not None:
+                handles[id(result)] = real
+        return out
+
     def __init__(self, schedule, target=None):
         from ..targets import Target
 
@@ -15,6 +89,8 @@ class Plan:
         self._kinds: list = []  # (index handle, "unrolled" | "vectorized"), in request order
         self._caches: list = []
         self._parallel = None
+        self._commands: list = []  # (op, args, kwargs, result), replayed by realize()
+        self._waiting = False  # some call waits for parameter values
 
     @property
     def schedule(self):
@@ -41,12 +117,12 @@ class Plan:
             raise ValueError("Unknown index!")
         return self._schedule.space.dims[k].var
 
-    def unroll(self, index) -> None:
+    def _unroll(self, index) -> None:
         """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
         self._dim_var(index)
         self._mark(index, "unrolled")
 
-    def vectorize(self, index) -> None:
+    def _vectorize(self, index) -> None:
         """Run the loop of `index` on vector registers (AVX-512 16 x f32, AVX2 8 x f32, ...).
 
         Accesses must be contiguous along the index or not depend on it; the extent need
@@ -58,7 +134,7 @@ class Plan:
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
         self._mark(index, "vectorized")
 
-    def kernelize(self, unroll_indices, vectorize_indices=None) -> None:
+    def _kernelize(self, unroll_indices, vectorize_indices=None) -> None:
         """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (default: the innermost index)."""
         if not isinstance(unroll_indices, (list, tuple)):
             raise TypeError("unroll_indices: expected a sequence of indices")
@@ -74,12 +150,12 @@ class Plan:
         for v in vectorize_indices:
             self._dim_var(v)
         for u in unroll_indices:
-            self.unroll(u)
+            self._unroll(u)
         for v in vectorize_indices:
-            self.vectorize(v)
+            self._vectorize(v)
 
     # -- parallelism ------------------------------------------------------------------------
-    def parallelize(self, indices, pin=None, policy: str = "static", max_threads=None) -> None:
+    def _parallelize(self, indices, pin=None, policy: str = "static", max_threads=None) -> None:
         """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP)."""
         from ..nest.logic import Index
 
@@ -139,7 +215,7 @@ class Plan:
         return self._parallel
 
     # -- caches ---------------------------------------------------------------------------
-    def cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
+    def _cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
               double_buffer_location=None, vectorize=None, strategy=None):
         """A local copy of `source`'s active block at a key-slice (see accpy/plan/cache.py)."""

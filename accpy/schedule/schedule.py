@@ -1,4 +1,10 @@
-"""`Schedule`: Accera's split / tile / reorder / skew / pad on the iteration-space model."""
+"""`Schedule`: Accera's split / tile / reorder / skew / pad on the iteration-space model.
+
+Each transform is checked and applied to the model at once, so errors surface at the
+call (and leave the schedule unchanged). Every transform is also recorded: a schedule
+whose nest or arguments use parameters is realized from that record once their values
+are known (`Package.add(..., parameters=...)`), one realization per set of values.
+"""
 from __future__ import annotations
 
 from typing import Optional
@@ -7,6 +13,7 @@ import numpy as np
 
 from ..nest.logic import Index
 from ..nest.naming import assigned_names
+from ..nest.parameters import context_key, has_parameter, resolve
 from .space import IterationSpace
 
 
@@ -14,8 +21,11 @@ def _is_size(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _same(a, b) -> bool:
-    return a is b
+class _Handle:
+    """Structure of a schedule without sizes: what `is_valid_loop_order` needs."""
+
+    def __init__(self, index, parent):
+        self.index, self.parent = index, parent
 
 
 class Schedule:
@@ -23,37 +33,86 @@ class Schedule:
 
     def __init__(self, nest=None, space: Optional[IterationSpace] = None):
         self._nest = nest
-        self._space = space if space is not None else IterationSpace.of_nest(nest)
+        self._commands: list = []  # (op, args): replayed to realize a parameterized schedule
+        if space is not None:
+            self._eager: Optional[IterationSpace] = space
+        else:
+            self._eager = None if nest.uses_parameters else IterationSpace.of_nest(nest)
+        self._realized: dict = {}
 
     # -- model ----------------------------------------------------------------------------
     @property
     def space(self) -> IterationSpace:
-        return self._space
+        """The iteration space (for a parameterized schedule: with the parameter values in effect)."""
+        if self._eager is not None:
+            return self._eager
+        key = context_key()
+        if key not in self._realized:
+            sp = self._initial_space()
+            for op, args in self._commands:
+                sp = self._apply(sp, op, resolve(args))
+            self._realized[key] = sp
+        return self._realized[key]
+
+    def _initial_space(self) -> IterationSpace:
+        return IterationSpace.of_nest(self._nest)
+
+    @property
+    def is_parameterized(self) -> bool:
+        return self._eager is None
+
+    def realize(self) -> "Schedule":
+        """This schedule with the parameter values in effect: a schedule without parameters."""
+        if self._eager is not None:
+            return self
+        out = type(self).__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out._eager = self.space
+        out._realized = {}
+        out._default = self._initial_space()
+        return out
 
     @property
     def nests(self) -> list:
-        return [p.nest for p in self._space.parts]
+        return [p.nest for p in self.space.parts]
 
     def default_schedule(self) -> "Schedule":
         """The same logic in its original order (the oracle DEBUG mode compares against)."""
-        return Schedule(self._nest)
+        default = getattr(self, "_default", None)
+        return Schedule(self._nest, space=default if default is not None else self._initial_space())
 
     def get_indices(self) -> list:
-        return [d.index for d in self._space.dims]
+        return [h.index for h in self._structure()]
 
     def get_shape(self) -> list:
-        return self._space.shape()
+        return self.space.shape()
 
-    def _known(self, index, what="index") -> int:
+    def _structure(self) -> list:
+        """Indices in order with their split parents (needs no parameter values)."""
+        if self._eager is not None:
+            return [_Handle(d.index, d.parent) for d in self._eager.dims]
+        hs = [_Handle(ix, None) for ix in self._initial_handles()]
+        for op, args in self._commands:
+            if op == "split":
+                index, _, inner = args
+                k = next(n for n, h in enumerate(hs) if h.index is index)
+                hs.insert(k + 1, _Handle(inner, index))
+            elif op == "reorder" and not has_parameter(args):
+                by_id = {id(h.index): h for h in hs}
+                hs = [by_id[id(ix)] for ix in args[0]]
+        return hs
+
+    def _initial_handles(self) -> list:
+        return list(self._nest.indices)
+
+    def _known(self, index, what="index") -> None:
         if not isinstance(index, Index):
             raise TypeError(f"{what}: expected an index of this schedule, got {type(index).__name__} {index!r}")
-        k = self._space.position(index)
-        if k is None:
+        if not any(h.index is index for h in self._structure()):
             raise ValueError("Unknown index!")
-        return k
 
     def _fresh_name(self, base: str) -> str:
-        taken = {d.name for d in self._space.dims}
+        taken = {h.index.name for h in self._structure()}
         if base not in taken:
             return base
         n = 2
@@ -61,17 +120,59 @@ class Schedule:
             n += 1
         return f"{base}{n}"
 
-    # -- transforms -------------------------------------------------------------------------
+    def _do(self, op: str, args: tuple) -> None:
+        """Apply a transform now (errors raise, nothing changes) when its values are known;
+        record it in any case for realizations."""
+        if self._eager is not None and not has_parameter(args):
+            self._eager = self._apply(self._eager, op, args)
+        else:
+            self._eager = None
+            self._realized = {}
+        self._commands.append((op, args))
+
+    # -- the transforms, on a model -------------------------------------------------------
+    def _apply(self, sp: IterationSpace, op: str, args: tuple) -> IterationSpace:
+        if op == "split":
+            index, size, inner = args
+            if sp.position(index) is None:
+                raise ValueError("Unknown index!")
+            if not _is_size(size) or size < 1:
+                raise ValueError("Split sizes must be integers >= 1")
+            self._check_splittable(index)
+            return sp.split(index, int(size), inner)
+        if op == "reorder":
+            (indices,) = args
+            problem = self._order_problem(indices, [_Handle(d.index, d.parent) for d in sp.dims])
+            if problem:
+                raise ValueError(problem)
+            return sp.reorder(indices)
+        if op == "skew":
+            index, ref, threshold = args
+            for ix in (index, ref):
+                if sp.position(ix) is None:
+                    raise ValueError("Unknown index!")
+            if threshold is not None and (not _is_size(threshold) or threshold < 1):
+                raise ValueError("unroll_loops_smaller_than must be an integer >= 1")
+            sp = sp.skew(index, ref)
+            return sp.with_attr("unroll_below", (index, ref, int(threshold))) if threshold is not None else sp
+        if op == "pad":
+            index, size = args
+            if sp.position(index) is None:
+                raise ValueError("Unknown index!")
+            if not _is_size(size) or size < 0:
+                raise ValueError("Pad sizes must be integers >= 0")
+            return sp.pad(index, int(size)) if size else sp
+        raise AssertionError(op)
+
     def split(self, index, size) -> Index:
         """Split `index` by `size`: the outer keeps the handle; the new inner index follows it."""
         self._known(index)
-        if not _is_size(size) or size < 1:
+        if not has_parameter(size) and (not _is_size(size) or size < 1):
             raise ValueError("Split sizes must be integers >= 1")
         self._check_splittable(index)
         names = assigned_names()
-        base = names[0] if len(names) == 1 else index.name + index.name[-1]
-        inner = Index(self._fresh_name(base))
-        self._space = self._space.split(index, int(size), inner)
+        inner = Index(self._fresh_name(names[0] if len(names) == 1 else index.name + index.name[-1]))
+        self._do("split", (index, size, inner))
         return inner
 
     def _check_splittable(self, index) -> None:
@@ -81,21 +182,21 @@ class Schedule:
         """Split each key of `shape` by its value, in dict order; returns the inner indices."""
         if not isinstance(shape, dict):
             raise TypeError(f"shape: expected a dict {{index: size}}, got {type(shape).__name__}")
-        for ix, s in shape.items():
+        for ix, sz in shape.items():
             self._known(ix)
-            if not _is_size(s) or s < 1:
+            if not has_parameter(sz) and (not _is_size(sz) or sz < 1):
                 raise ValueError("Split sizes must be integers >= 1")
         names = assigned_names()
         out = []
-        saved = self._space
+        saved = (self._eager, list(self._commands), dict(self._realized))
         try:
-            for n, (ix, s) in enumerate(shape.items()):
+            for n, (ix, sz) in enumerate(shape.items()):
                 base = names[n] if len(names) == len(shape) else ix.name + ix.name[-1]
                 inner = Index(self._fresh_name(base))
-                self._space = self._space.split(ix, int(s), inner)
+                self._do("split", (ix, sz, inner))
                 out.append(inner)
         except Exception:
-            self._space = saved
+            self._eager, self._commands, self._realized = saved
             raise
         return tuple(out)
 
@@ -109,32 +210,38 @@ class Schedule:
             indices = tuple(order)
         else:
             indices = (order,) + tuple(args)
-        problem = self._order_problem(indices)
-        if problem:
-            raise ValueError(problem)
-        self._space = self._space.reorder(indices)
+        if not has_parameter(indices):
+            problem = self._order_problem(indices, self._structure())
+            if problem:
+                raise ValueError(problem)
+        elif len(indices) == 1:
+            indices = indices[0]  # order=P: a parameter holding the whole order
+            self._do("reorder", (indices,))
+            return
+        self._do("reorder", (indices,))
 
     def is_valid_loop_order(self, *order) -> bool:
         if len(order) == 1 and isinstance(order[0], (tuple, list)):
             order = tuple(order[0])
-        return self._order_problem(order) is None
+        return self._order_problem(order, self._structure()) is None
 
-    def _order_problem(self, indices) -> Optional[str]:
-        n = len(self._space.dims)
+    def _order_problem(self, indices, structure) -> Optional[str]:
+        n = len(structure)
         if len(indices) != n:
             return f"Expected {n} indices, but got {len(indices)}"
+        known = {id(h.index) for h in structure}
         for ix in indices:
-            if not isinstance(ix, Index) or self._space.position(ix) is None:
+            if not isinstance(ix, Index) or id(ix) not in known:
                 return f"Unknown index {ix!r} in the order"
         for a in range(n):
             for b in range(a + 1, n):
                 if indices[a] is indices[b]:
                     return f"Index {indices[a].name} appears twice in the order"
         pos = {id(ix): k for k, ix in enumerate(indices)}
-        for d in self._space.dims:
-            if d.parent is not None and pos[id(d.parent)] > pos[id(d.index)]:
-                return (f"Invalid order: the inner index {d.index.name} (split from {d.parent.name}) "
-                        f"must come after {d.parent.name}")
+        for h in structure:
+            if h.parent is not None and pos[id(h.parent)] > pos[id(h.index)]:
+                return (f"Invalid order: the inner index {h.index.name} (split from {h.parent.name}) "
+                        f"must come after {h.parent.name}")
         return self._extra_order_problem(indices, pos)
 
     def _extra_order_problem(self, indices, pos) -> Optional[str]:
@@ -147,21 +254,17 @@ class Schedule:
         self._known(reference_index, "reference_index")
         if index is reference_index:
             raise ValueError("skew: index and reference_index must be different indices")
-        if unroll_loops_smaller_than is not None and (not _is_size(unroll_loops_smaller_than)
-                                                      or unroll_loops_smaller_than < 1):
+        t = unroll_loops_smaller_than
+        if t is not None and not has_parameter(t) and (not _is_size(t) or t < 1):
             raise ValueError("unroll_loops_smaller_than must be an integer >= 1")
-        self._space = self._space.skew(index, reference_index)
-        if unroll_loops_smaller_than is not None:
-            self._space = self._space.with_attr(
-                "unroll_below", (index, reference_index, int(unroll_loops_smaller_than)))
+        self._do("skew", (index, reference_index, t))
 
     def pad(self, index, size) -> None:
         """Add `size` empty elements at the front of `index`."""
         self._known(index)
-        if not _is_size(size) or size < 0:
+        if not has_parameter(size) and (not _is_size(size) or size < 0):
             raise ValueError("Pad sizes must be integers >= 0")
-        if size:
-            self._space = self._space.pad(index, int(size))
+        self._do("pad", (index, size))
 
     # -- next stage / display -----------------------------------------------------------------
     def create_plan(self, target=None):
@@ -175,14 +278,16 @@ class Schedule:
             from ..ir.printer import stmt_str
             from ..lower import lower_loops
 
-            return stmt_str(lower_loops(self._space)[0])
+            return stmt_str(lower_loops(self.space)[0])
         from .pseudocode import space_pseudocode
 
-        return space_pseudocode(self._space)
+        return space_pseudocode(self.space)
 
     def __str__(self) -> str:
         return self.to_python()
 
     def __repr__(self) -> str:
-        order = ", ".join(d.name for d in self._space.dims)
+        if self._eager is None:
+            return f"Schedule(order=({', '.join(h.index.name for h in self._structure())}), parameterized)"
+        order = ", ".join(d.name for d in self._eager.dims)
         return f"Schedule(order=({order}), shape={self.get_shape()})"
