@@ -175,10 +175,20 @@ ACCPY_INLINE int accpy_on_worker_thread(void) {
 #endif
     return 0;
 }
-static __thread char accpy_error_text[2048];
-static __thread int accpy_error_flag;
-static char accpy_shared_error_text[2048];
-static int accpy_shared_error_flag;
+/* One error state per library. A package compiled as several translation units (parallel
+ * builds) shares it: one unit defines it (ACCPY_DEFINE_ERROR_STATE), the others declare it
+ * (ACCPY_SPLIT_UNIT alone); a single-file build (name.c as written) keeps it static. */
+#if defined(ACCPY_SPLIT_UNIT) && !defined(ACCPY_DEFINE_ERROR_STATE)
+#define ACCPY_ERROR_STORAGE extern __attribute__((visibility("hidden")))
+#elif defined(ACCPY_SPLIT_UNIT)
+#define ACCPY_ERROR_STORAGE __attribute__((visibility("hidden")))
+#else
+#define ACCPY_ERROR_STORAGE static
+#endif
+ACCPY_ERROR_STORAGE __thread char accpy_error_text[2048];
+ACCPY_ERROR_STORAGE __thread int accpy_error_flag;
+ACCPY_ERROR_STORAGE char accpy_shared_error_text[2048];
+ACCPY_ERROR_STORAGE int accpy_shared_error_flag;
 
 __attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const char* fmt, ...) {
     va_list ap;

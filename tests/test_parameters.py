@@ -127,3 +127,50 @@ def test_out_of_bounds_logic_is_caught_for_the_values_that_make_it_so():
     acc.Package().add(nest, args=(A, C), base_name="ok", parameters={P: 8})
     with pytest.raises(acc.LogicError, match="out of bounds"):
         acc.Package().add(nest, args=(A, C), base_name="bad", parameters={P: 9})
+
+
+def test_grid_builds_compile_units_in_parallel_and_share_the_error_channel(tmp_path, capfd, monkeypatch):
+    import os
+
+    import accpy.package.compile as comp
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    seen_units = []
+    real = comp.compile_c
+
+    def spy(source, flags, display_path, openmp=False, units=None, progress=None):
+        seen_units.append(len(units) if units else 1)
+        return real(source, flags, display_path, openmp=openmp, units=units, progress=progress)
+
+    monkeypatch.setattr("accpy.package.package.compile_c", spy)
+    PS, = (acc.create_parameters(),)
+    nest, (A, B, C), (i, j, k) = _matmul(6, 10)
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    s.split(j, PS)
+    pkg = acc.Package()
+    fns = pkg.add(s, args=(A, B, C), base_name="mm", parameters=[{PS: n} for n in (1, 2, 3)])  # + 1 below: units [0, 2] and [1, 3]
+    # a function whose target needs an instruction set this CPU lacks: its error is raised in a
+    # translation unit other than the one defining the package's error state
+    lacking = acc.Target.HOST(extensions=acc.Target.HOST.extensions + ("avx512_fp16", "amx_tile"))
+    if all(f in open("/proc/cpuinfo").read() for f in ("avx512_fp16", "amx_tile")):
+        pytest.skip("this CPU has avx512_fp16 and AMX: no missing feature to provoke an error with")
+    pkg.add(nest.create_schedule().create_plan(lacking), args=(A, B, C), base_name="needs_more")
+    lib = pkg.build("grid", output_dir=tmp_path, python_module=False, progress=True)
+    assert seen_units == [2]
+    err = capfd.readouterr().err
+    assert "building grid: [" in err and "2/2 units" in err
+    rng = np.random.default_rng(1)
+    a = rng.integers(-9, 9, (6, 8), dtype=np.int32)
+    b = rng.integers(-9, 9, (8, 10), dtype=np.int32)
+    for f in fns:
+        c = np.zeros((6, 10), np.int32)
+        getattr(lib, f.name)(a, b, c)
+        assert (c == a @ b).all()
+    with pytest.raises(acc.KernelError, match="lacks"):
+        lib.needs_more(a, b, np.zeros((6, 10), np.int32))

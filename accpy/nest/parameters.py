@@ -97,8 +97,11 @@ def parameter_values(values: Optional[dict]):
     """Within the block, each Parameter in `values` has its value."""
     values = dict(values or {})
     for p in values:
-        if not isinstance(p, Parameter):
-            raise TypeError(f"parameters: keys must be acc parameters (from acc.create_parameters()), got {p!r}")
+        if not isinstance(p, (Parameter, str)):
+            raise TypeError(f"parameters: keys must be acc parameters (from acc.create_parameters()) or names, "
+                            f"got {p!r}")
+    # names (str keys) are only recorded with the function; parameters get their values
+    values = {p: v for p, v in values.items() if isinstance(p, Parameter)}
     _active.append(values)
     try:
         yield values

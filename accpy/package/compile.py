@@ -136,8 +136,15 @@ def _publish(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def compile_c(source: str, flags: list, display_path: str, openmp: bool = False) -> Library:
-    """Compile C source into a shared library and a static archive (cached)."""
+def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
+              progress=None) -> Library:
+    """Compile C source into a shared library and a static archive (cached).
+
+    `units`: the same code split into translation units (see sources.c_source), compiled
+    in parallel on all cores; `progress(done, total)` is called as units finish.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     cflags = BASE_CFLAGS + list(flags) + (["-fopenmp"] if openmp else [])
     key = cache_key(source, " ".join(cflags), compiler_identity(CC))
     final = cache_dir() / "lib" / key
@@ -147,19 +154,56 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False)
     t0 = time.perf_counter()
     (cache_dir() / "lib").mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "lib", prefix=".build-"))
+    texts = list(units) if units else [source]
     try:
-        src = tmp / "kernel.c"
-        src.write_text(source)
-        obj = tmp / "kernel.o"
-        _run([CC, *cflags, "-c", str(src), "-o", str(obj)], display_path, str(src), "compiling")
-        _run([CC, "-shared", str(obj), "-o", str(tmp / "lib.so"), "-lm"] + (["-fopenmp"] if openmp else []),
-             display_path, str(src), "linking")
-        _run(["ar", "rcs", str(tmp / "lib.a"), str(obj)], display_path, str(src), "archiving")
+        srcs = []
+        for k, text in enumerate(texts):
+            src = tmp / (f"kernel{k}.c" if len(texts) > 1 else "kernel.c")
+            src.write_text(text)
+            srcs.append(src)
+        objs = [src.with_suffix(".o") for src in srcs]
+        done = [0]
+
+        def one(k):
+            _run([CC, *cflags, "-c", str(srcs[k]), "-o", str(objs[k])], display_path, str(srcs[k]), "compiling")
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], len(srcs))
+
+        workers = min(len(srcs), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(one, range(len(srcs))))  # gcc runs in its own processes: real parallelism
+        else:
+            for k in range(len(srcs)):
+                one(k)
+        _run([CC, "-shared", *map(str, objs), "-o", str(tmp / "lib.so"), "-lm"] + (["-fopenmp"] if openmp else []),
+             display_path, str(srcs[0]), "linking")
+        _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
         _publish(tmp, final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return Library(key, so, ar, False, time.perf_counter() - t0, cflags)
+
+
+class ProgressBar:
+    """`building name: [#####-----] 3/6 units` on stderr, redrawn in place on a terminal."""
+
+    def __init__(self, label: str, stream=None, width: int = 24):
+        import sys
+
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.width * done // max(total, 1)
+        line = f"building {self.label}: [{'#' * filled}{'-' * (self.width - filled)}] {done}/{total} units"
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if done == total else ""))
+        elif done == total or done == 1:
+            self.stream.write(line + "\n")
+        self.stream.flush()
 
 
 def _python_module_flags() -> list:

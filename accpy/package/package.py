@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .compile import CC, compile_c, compile_cxx_module, copy_atomic, output_lock, remove_file, write_atomic
+from .compile import ProgressBar, CC, compile_c, compile_cxx_module, copy_atomic, output_lock, remove_file, write_atomic
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
@@ -201,7 +201,8 @@ class Package:
 
     def build(self, name: str, format: Format = Format.DEFAULT, mode: Mode = Mode.RELEASE,
               platform: Platform = Platform.HOST, tolerance: float = 1e-5, output_dir=None,
-              fail_on_error: bool = False, profile: bool = False, python_module="async") -> BuiltPackage:
+              fail_on_error: bool = False, profile: bool = False, python_module="async",
+              progress: bool = True) -> BuiltPackage:
         """Emit and compile the package; returns it loaded (callable from Python).
 
         `fail_on_error` and `profile` are accepted for Accera compatibility: a compiler
@@ -229,7 +230,10 @@ class Package:
         out.mkdir(parents=True, exist_ok=True)
         timings = {}
         fns = self._functions
-        source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance))
+        # several functions (e.g. a parameter grid): one translation unit per core, compiled in parallel
+        n_units = min(len(fns), os.cpu_count() or 1) if len(fns) >= 2 else 1
+        source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance), units=n_units)
+        source, units = source if isinstance(source, tuple) else (source, None)
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
         write_atomic(files["c"], source)  # first: compiler messages point at this file
@@ -260,7 +264,8 @@ class Package:
                     remove_file(stale)  # binaries of an earlier build would not match these sources
             return None  # type: ignore[return-value]
         t1 = time.perf_counter()
-        lib = compile_c(source, flags, str(files["c"]), openmp=openmp)
+        bar = ProgressBar(name) if units is not None and progress else None
+        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar)
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
