@@ -1,7 +1,14 @@
-"""Targets: the host CPU, known CPU models and (later) accelerators, as data."""
-from .target import Architecture, Category, Target, host_target
+"""Targets: the host CPU, known CPU models and accelerators, as data (see target.py, models.py)."""
+from ..plan.cache import MemorySpace
+from .models import Model
+from .target import Architecture, Category, Runtime, Target, host_target
 
+Target.Category = Category  # type: ignore[attr-defined]
+Target.Architecture = Architecture  # type: ignore[attr-defined]
+Target.Runtime = Runtime  # type: ignore[attr-defined]
+Target.Model = Model  # type: ignore[attr-defined]
+Target.MemorySpace = MemorySpace  # type: ignore[attr-defined]
 # `acc.Target.HOST`: this machine, read once at import
 Target.HOST = host_target()  # type: ignore[attr-defined]
 
-__all__ = ["Architecture", "Category", "Target", "host_target"]
+__all__ = ["Architecture", "Category", "MemorySpace", "Model", "Runtime", "Target", "host_target"]

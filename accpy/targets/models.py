@@ -1,0 +1,178 @@
+"""Known target models (`acc.Target.Model`): public facts about a few processors, as data.
+
+Each entry gives what a model's `Target` starts from; keyword arguments of `acc.Target`
+override any of it. Sizes are in bytes; `cache_sizes` lists L1 data, L2 and L3 as one core
+sees them (L1d and L2 are per core; L3 is the cache the core's complex shares: the whole
+socket's on Intel's mesh parts, one CCD's 32 MiB on AMD EPYC). Frequencies are base and
+maximum turbo/boost in GHz. `extensions` use the cpuinfo names of accpy/targets/target.py
+and are written out in full (no implied features added). Every entry names its source.
+
+Enum members are the names upper-cased with runs of other characters turned into "_"
+("+" spelled "PLUS"), as Accera names its models: `Model.INTEL_XEON_PLATINUM_8380`;
+`str(member)` is the model's display name.
+"""
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+from .target import Architecture, Category, Runtime, _key
+
+KiB, MiB = 1 << 10, 1 << 20
+
+_SSE = ("mmx", "sse", "sse2", "sse3", "ssse3", "sse4_1", "sse4_2")
+_AVX2 = _SSE + ("avx", "avx2", "fma", "f16c")
+_AVX512 = _AVX2 + ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")  # Skylake-SP's set
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # display name, also the Target's `name`
+    family: str  # microarchitecture
+    aliases: tuple  # other names that select this model exactly (codenames)
+    category: Category
+    architecture: Architecture
+    extensions: tuple
+    num_cores: int
+    num_threads: int
+    frequency_GHz: Optional[float]
+    turbo_frequency_GHz: Optional[float]
+    cache_sizes: tuple
+    cache_lines: tuple
+    vector_bytes: int
+    vector_registers: int
+    runtime: Runtime = Runtime.OPENMP
+    extra: tuple = ()
+
+    @property
+    def key(self) -> str:
+        return _key(self.name)
+
+    def values(self) -> dict:
+        """Field values of a `Target` of this model."""
+        return dict(name=self.name, category=self.category, architecture=self.architecture, family=self.family,
+                    extensions=self.extensions, num_threads=self.num_threads, num_cores=self.num_cores,
+                    vector_bytes=self.vector_bytes, vector_registers=self.vector_registers,
+                    frequency_GHz=self.frequency_GHz, turbo_frequency_GHz=self.turbo_frequency_GHz,
+                    cache_sizes=self.cache_sizes, cache_lines=self.cache_lines, runtime=self.runtime,
+                    extra=self.extra)
+
+
+def _cpu(name, family, aliases, extensions, cores, threads, base, turbo, l1d, l2, l3, vector_bytes, registers):
+    return ModelSpec(name, family, aliases, Category.CPU, Architecture.X86_64, extensions, cores, threads, base, turbo,
+                     (l1d, l2, l3), (64, 64, 64), vector_bytes, registers)
+
+
+SPECS = [
+    # Intel Core i7-4770 (Haswell, 2013). Intel ARK, "Intel Core i7-4770 Processor, 8M Cache,
+    # up to 3.90 GHz": 4 cores, 8 threads, 3.40 GHz base, 3.90 GHz turbo, 8 MB L3; Haswell
+    # cores: 32 KiB L1d, 256 KiB L2 each; AVX2, FMA3, F16C; 16 ymm registers.
+    _cpu("Intel Core i7-4770", "Haswell", ("Haswell",), _AVX2, 4, 8, 3.4, 3.9, 32 * KiB, 256 * KiB, 8 * MiB,
+         32, 16),
+    # Intel Core i7-8700 (Coffee Lake, 2017). Intel ARK, "Intel Core i7-8700 Processor, 12M
+    # Cache, up to 4.60 GHz": 6 cores, 12 threads, 3.20 GHz base, 4.60 GHz turbo, 12 MB L3;
+    # Skylake-family client cores: 32 KiB L1d, 256 KiB L2 each; AVX2, FMA3, F16C, no AVX-512.
+    _cpu("Intel Core i7-8700", "Coffee Lake", ("Coffee Lake",), _AVX2, 6, 12, 3.2, 4.6, 32 * KiB, 256 * KiB,
+         12 * MiB, 32, 16),
+    # Intel Xeon Gold 6148 (Skylake-SP, 2017). Intel ARK, "Intel Xeon Gold 6148 Processor,
+    # 27.5M Cache, 2.40 GHz": 20 cores, 40 threads, 2.40 GHz base, 3.70 GHz turbo, 27.5 MB
+    # L3; Skylake-SP cores: 32 KiB L1d, 1 MiB L2 each; AVX-512 F/CD/BW/DQ/VL, 32 zmm registers.
+    _cpu("Intel Xeon Gold 6148", "Skylake-SP", ("Skylake-SP", "Skylake-AVX512"), _AVX512, 20, 40, 2.4, 3.7,
+         32 * KiB, 1 * MiB, 27 * MiB + 512 * KiB, 64, 32),
+    # Intel Xeon Platinum 8380 (Ice Lake-SP, 2021). Intel ARK, "Intel Xeon Platinum 8380
+    # Processor, 60M Cache, 2.30 GHz": 40 cores, 80 threads, 2.30 GHz base, 3.40 GHz turbo,
+    # 60 MB L3; Sunny Cove cores: 48 KiB L1d, 1.25 MiB L2 each; AVX-512 with VNNI.
+    _cpu("Intel Xeon Platinum 8380", "Ice Lake-SP", ("Ice Lake-SP",), _AVX512 + ("avx512_vnni",), 40, 80, 2.3,
+         3.4, 48 * KiB, 1 * MiB + 256 * KiB, 60 * MiB, 64, 32),
+    # Intel Xeon Platinum 8480+ (Sapphire Rapids, 2023). Intel ARK, "Intel Xeon Platinum
+    # 8480+ Processor, 105M Cache, 2.00 GHz": 56 cores, 112 threads, 2.00 GHz base, 3.80 GHz
+    # turbo, 105 MB L3; Golden Cove cores: 48 KiB L1d, 2 MiB L2 each; AVX-512 with VNNI,
+    # BF16 and FP16; AMX (TILE, INT8, BF16).
+    _cpu("Intel Xeon Platinum 8480+", "Sapphire Rapids", ("Sapphire Rapids",),
+         _AVX512 + ("avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16"),
+         56, 112, 2.0, 3.8, 48 * KiB, 2 * MiB, 105 * MiB, 64, 32),
+    # AMD EPYC 9654 (Zen 4 "Genoa", 2022). AMD product page "AMD EPYC 9654": 96 cores, 192
+    # threads, 2.4 GHz base, up to 3.7 GHz boost, 384 MB L3 = 12 CCDs x 32 MB; Zen 4 cores:
+    # 32 KiB L1d, 1 MiB L2 each; AVX-512 (F/CD/BW/DQ/VL, VNNI, BF16) on 512-bit registers
+    # executed in two 256-bit halves; 32 zmm registers; no FP16, no AMX.
+    _cpu("AMD EPYC 9654", "Zen 4", ("Zen 4", "Genoa"), _AVX512 + ("avx512_vnni", "avx512_bf16"), 96, 192, 2.4,
+         3.7, 32 * KiB, 1 * MiB, 32 * MiB, 64, 32),
+    # AMD EPYC 9755 (Zen 5 "Turin", 2024). AMD product page "AMD EPYC 9755": 128 cores, 256
+    # threads, 2.7 GHz base, up to 4.1 GHz boost, 512 MB L3 = 16 CCDs x 32 MB; Zen 5 cores:
+    # 48 KiB L1d, 1 MiB L2 each; AVX-512 (F/CD/BW/DQ/VL, VNNI, BF16) with a full 512-bit
+    # datapath; 32 zmm registers; no FP16, no AMX.
+    _cpu("AMD EPYC 9755", "Zen 5", ("Zen 5", "Turin"), _AVX512 + ("avx512_vnni", "avx512_bf16"), 128, 256, 2.7,
+         4.1, 48 * KiB, 1 * MiB, 32 * MiB, 64, 32),
+    # Gemmini (UC Berkeley's systolic-array accelerator, github.com/ucb-bar/gemmini, default
+    # configuration; SPEC §3): a 16 x 16 array (DIM 16) of int8 inputs with int32
+    # accumulation; scratchpad 256 KiB = 4 banks x 4096 rows x 16 int8; accumulator 64 KiB =
+    # 1024 rows x 16 int32. Attached to a RISC-V (RV64) core; no x86 extensions. Its own
+    # memories are listed in `extra` ("memory", name), so Target.has_memory(MemorySpace.SCRATCHPAD).
+    ModelSpec("Gemmini", "Gemmini", (), Category.ACCELERATOR, Architecture.RISCV64, (), 1, 1, None, None, (), (),
+              0, 0, Runtime.NONE,
+              (("memory", "scratchpad"), ("memory", "accumulator"), ("dim", 16), ("input_type", "int8"),
+               ("accumulator_type", "int32"), ("scratchpad_bytes", 256 * KiB), ("scratchpad_banks", 4),
+               ("scratchpad_bank_rows", 4096), ("accumulator_bytes", 64 * KiB), ("accumulator_rows", 1024))),
+]
+
+_BY_KEY = {s.key: s for s in SPECS}
+
+
+class _ModelName:
+    def __str__(self) -> str:
+        return self.value
+
+
+# Known target models, one member per entry of SPECS; str(member) is the display name
+Model = enum.Enum("Model", [(s.key, s.name) for s in SPECS], type=_ModelName, module=__name__,
+                  qualname="Model")
+
+
+def spec_of(model) -> ModelSpec:
+    return _BY_KEY[model.name]
+
+
+def _tokens(text: str) -> list:
+    return [t for t in _key(text).split("_") if t]
+
+
+def lookup(known_name) -> ModelSpec:
+    """The model `known_name` names: a Model, its display name or enum name (case, spaces,
+    dashes and dots ignored), a codename alias, or words that occur in one model's name only.
+    Raises RuntimeError (as Accera) for an unknown or ambiguous name, listing close names."""
+    if isinstance(known_name, Model):
+        return spec_of(known_name)
+    if not isinstance(known_name, str):
+        raise TypeError(f"known_name: expected \"HOST\", an acc.Target.Model or a model's name, got {known_name!r}")
+    k = _key(known_name)
+    if k in _BY_KEY:
+        return _BY_KEY[k]
+    compact = k.replace("_", "")  # "zen4", "i78700": spaces and dashes may be left out altogether
+    exact = [s for s in SPECS if compact in {_key(n).replace("_", "") for n in (s.name,) + s.aliases}]
+    if len(exact) == 1:
+        return exact[0]
+    words = set(_tokens(known_name))
+    matches = exact or ([s for s in SPECS if words <= set(_tokens(s.name))] if words else [])
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise RuntimeError(f"Target: the name {known_name!r} is ambiguous: it matches "
+                           f"{', '.join(repr(s.name) for s in matches)}; give the full name or an acc.Target.Model")
+    names = {s.key: s.name for s in SPECS}
+    for s in SPECS:
+        for a in s.aliases:
+            names.setdefault(_key(a), s.name)
+    close = difflib.get_close_matches(k, list(names), n=3, cutoff=0.5)
+    close_names = list(dict.fromkeys(names[c] for c in close))
+    hint = f" Close names: {', '.join(repr(c) for c in close_names)}." if close_names else ""
+    raise RuntimeError(f"Target: no known device matches {known_name!r}.{hint} Known: \"HOST\", "
+                       f"{', '.join(repr(s.name) for s in SPECS)} (acc.Target.Model).")
+
+
+def model_for_brand(brand: str) -> Optional[ModelSpec]:
+    """The model whose every name word occurs in a processor brand string, if exactly one does."""
+    words = set(_tokens(brand))
+    found = [s for s in SPECS if s.category is Category.CPU and set(_tokens(s.name)) <= words]
+    return found[0] if len(found) == 1 else None
