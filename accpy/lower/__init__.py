@@ -45,14 +45,14 @@ class _MarkKinds(Mutator):
 def lower_loops(space, kinds=None, target=None, plan=None):
     """The loops of an iteration space: scanned, unswitched, cached, simplified, unrolled, vectorized.
 
-    Returns (stmt, cache buffers).
+    Returns (stmt, cache buffers, {id(cache buffer): the loop var where it is filled}).
     """
     stmt = _log("scan", scan(space))
     stmt = _log("unswitch", unswitch(stmt))
-    cache_bufs = []
+    cache_bufs, fills = [], {}
     if plan is not None and plan.caches:
         stmt = simplify(stmt, keep=cache_loop_vars(plan))
-        stmt, cache_bufs = insert_caches(stmt, plan, _symbols(stmt, space))
+        stmt, cache_bufs, fills = insert_caches(stmt, plan, _symbols(stmt, space))
         stmt = _log("caches", stmt)
     stmt = _log("simplify", simplify(stmt))
     below = {}
@@ -70,7 +70,7 @@ def lower_loops(space, kinds=None, target=None, plan=None):
         stmt = _log("simplify", simplify(stmt))
     if _has_kind(stmt, "vectorized"):
         stmt = _log("vectorize", vectorize(stmt, target))
-    return stmt, cache_bufs
+    return stmt, cache_bufs, fills
 
 
 def _has_kind(stmt, kind) -> bool:
@@ -120,12 +120,19 @@ def default_arguments(stmt) -> tuple:
 
 
 def lower_function(plan, name: str, args=None) -> Function:
-    stmt, cache_bufs = lower_loops(plan.schedule.space, plan.loop_annotations(), plan.target, plan)
+    space = plan.schedule.space
+    stmt, cache_bufs, fills = lower_loops(space, plan.loop_annotations(), plan.target, plan)
+    private = set()
     if plan.parallel is not None:
-        _, policy, threads = plan.parallel
+        indices, policy, threads = plan.parallel
         stmt = _log("parallelize", mark_parallel(stmt, policy, threads))
+        # a cache filled inside the outermost parallel loop is per thread; one filled at or
+        # outside it is shared (its parallel iterations touch disjoint elements of it)
+        first = min(space.position(ix) for ix in indices)
+        position = {d.var: k for k, d in enumerate(space.dims)}
+        private = {b for b, v in fills.items() if position.get(v, -1) > first}
     temps = [b for b in buffers_of(stmt) if b.role == "temp"]
-    stmt = place_buffers(stmt, cache_bufs, zero=False)
+    stmt = place_buffers(stmt, cache_bufs, zero=False, private=private)
     for b in reversed(temps):
         stmt = Alloc(b, stmt, zero=True)
     if cache_bufs:

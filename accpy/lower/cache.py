@@ -8,7 +8,10 @@ functions of the enclosing loops. Before the site the block is copied in (if the
 array is read there, or not fully overwritten), after it written back (mutable arrays
 only); inside, accesses go to the cache. A multicache (trigger index t) copies, at each
 loop over t, every block the inner sites will visit, into a buffer with one leading
-dimension per intermediate loop the blocks move with (packed panels).
+dimension per intermediate loop the blocks move with (packed panels). When the blocks are
+not one affine function of those loops (e.g. unswitching cut the site loop into a full
+tiles piece and a tail), the multicache holds the trigger slice's block instead: the
+same elements, as one panel. A trigger at the cache's own index is an ordinary cache.
 
 Guarantees afterwards: each cache is a `Buffer` of role "cache", allocated once at
 function level, accessed only inside its sites (and copy loops); results are unchanged.
@@ -304,10 +307,15 @@ def _resolved_level(c, stmt, space, symbols) -> int:
     from ..nest.array import Array
 
     n = len(space.dims)
+    top = n
+    root = c
     if not isinstance(c.source, Array):
-        raise ScheduleError("cache: budget caches of caches are not supported")
-    buf = c.source_buffer
-    for level in range(n, 0, -1):
+        # a budget cache of a budget cache: the highest level below its source's that fits
+        top = _resolved_level(c.source, stmt, space, symbols) - 1
+        while not isinstance(root.source, Array):
+            root = root.source
+    buf = root.source_buffer
+    for level in range(top, 0, -1):
         var = space.dims[n - level].var
         sizes = [b for b in _site_blocks(stmt, var, buf, symbols)]
         if not sizes:
@@ -349,7 +357,25 @@ def _site_blocks(stmt, var, buf, symbols) -> list:
     return out
 
 
+class _NoPanels(ScheduleError):
+    """A multicache's blocks are not one affine function of the loops between trigger and site."""
+
+
 def _apply(stmt, info: _CacheInfo, symbols):
+    if info.trigger_var is None:
+        return _apply_once(stmt, info, symbols)
+    try:
+        return _apply_once(stmt, info, symbols)
+    except _NoPanels:
+        # e.g. unswitching cut the site loop into pieces (full tiles, a tail) whose blocks
+        # start at unrelated places: hold the trigger slice's block instead (the same
+        # elements as all its panels together), filled where the trigger slice starts
+        info.site_var, info.trigger_var = info.trigger_var, None
+        info.lead_vars, info.lead_lo, info.lead_ext = [], [], []
+        return _apply_once(stmt, info, symbols)
+
+
+def _apply_once(stmt, info: _CacheInfo, symbols):
     # 1. analyse every site: blocks, the buffer's shape
     blocks = _site_blocks(stmt, info.site_var, info.source, symbols)
     if not blocks:
@@ -395,7 +421,7 @@ def _multicache_leads(stmt, info, blocks, symbols) -> list:
     for b in blocks:
         for a in b.lo_aff:
             if a is None:
-                raise ScheduleError(f"cache of {info.source.name}: multicache blocks must start at affine positions")
+                raise _NoPanels(f"cache of {info.source.name}: multicache blocks must start at affine positions")
             lo_vars.update(a.vars)
     between = _loops_between(stmt, info.trigger_var, info.site_var)
     leads = [v for v in between if v in lo_vars]
@@ -408,8 +434,8 @@ def _multicache_leads(stmt, info, blocks, symbols) -> list:
             cons = ConstraintSet([c for e in enclosing for c in _loop_cons(e)] + [Affine.var(x) for x in symbols])
             lo, hi = _constant_extreme(f.lo, cons, False), _constant_extreme(f.hi, cons, True)
             if lo is None or hi is None:
-                raise ScheduleError(f"cache of {info.source.name}: the range of the multicache's loop {v.name} "
-                                    f"must be bounded by constants")
+                raise _NoPanels(f"cache of {info.source.name}: the range of the multicache's loop {v.name} "
+                                f"must be bounded by constants")
             los.append(lo)
             his.append(hi)
         info.lead_lo.append(min(los))
@@ -596,9 +622,8 @@ class _Rewrite(Mutator):
         for b in site_blocks:
             for x, y in zip(b.lo_aff, ref.lo_aff):
                 if x is None or y is None or not (b.ctx.implies(x - y) and b.ctx.implies(y - x)):
-                    raise ScheduleError(f"cache of {info.source.name}: the multicache's blocks start at places {x} vs {y} in {b.ctx} "
-                                        f"that are not one affine function of the loops; use a cache without "
-                                        f"a trigger")
+                    raise _NoPanels(f"cache of {info.source.name}: the multicache's blocks start at {x} and {y}, "
+                                    f"not one affine function of the loops")
         lead_vars = info.lead_vars
         shape_blk = [int(to_affine(s).const) for s in info.buffer.shape[len(lead_vars):]]
         # per lead combination: block origin (affine in lead vars), extents clipped to the hull

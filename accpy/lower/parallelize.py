@@ -2,9 +2,14 @@
 
 A loop of kind `parallel` becomes `#pragma omp parallel for`; directly nested parallel
 loops with rectangular bounds are collapsed into it, any other parallel loop nested
-inside runs serially (no nested parallel regions). Caches written inside a parallel loop
-are allocated inside its body (one per thread); caches only read there (filled before
-the loop) are shared, at function level like everything else.
+inside runs serially (no nested parallel regions). A cache filled inside a parallel loop
+(its trigger or site index is nested in the parallel index) is private: allocated inside
+the loop's body (one per thread), and also at function level when code outside every
+parallel loop uses it (a piece of the loop's range that unswitching left outside, e.g. a
+last iteration). A cache filled at or outside the parallel loop is shared, at function
+level like everything else: the parallel iterations only read it or write disjoint
+elements of it (parallelize refuses statements whose written element does not move with
+the parallel indices).
 
 Guarantees afterwards: parallel loops carry ("collapse", n), ("policy", p) and
 ("threads", t) attributes; no parallel loop is nested in another; every cache is
@@ -73,25 +78,43 @@ def _parallel_loops(stmt) -> list:
     return out
 
 
-def place_buffers(stmt, buffers, zero: bool):
-    """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`."""
-    par = _parallel_loops(stmt)
-    written = set()
-    for p in par:
-        written |= _written_buffers(p.body)
-    # a buffer written inside a parallel loop is per thread; one only read there is shared
-    private = [b for b in buffers if id(b) in written]
-    shared = [b for b in buffers if id(b) not in written]
-    if private:
-        outside_uses = _uses_outside_parallel(stmt, private)
-        if outside_uses:
-            b = outside_uses[0]
-            raise ScheduleError(f"cache {b.name} is filled outside the parallel loop but used inside it; put the "
-                                f"parallel index outside the cache's index (and trigger)")
-        stmt = _WrapParallel(private, zero).visit(stmt)
+def place_buffers(stmt, buffers, zero: bool, private=()):
+    """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`.
+
+    `private`: ids of the buffers each thread needs its own copy of (see the module doc).
+    """
+    priv = [b for b in buffers if id(b) in private]
+    shared = [b for b in buffers if id(b) not in private]
+    if priv:
+        for p in _parallel_loops(stmt):
+            inside = _written_buffers(p.body)
+            for b in priv:
+                if id(b) in _read_buffers(p.body) and id(b) not in inside:
+                    raise ScheduleError(f"cache {b.name} is read inside the parallel loop over {p.var.name} "
+                                        f"but filled outside it")
+        stmt = _WrapParallel(priv, zero).visit(stmt)
+        outside = _uses_outside_parallel(stmt, priv)
+        for b in reversed([b for b in priv if b in outside]):
+            stmt = Alloc(b, stmt, zero=zero)
     for b in reversed(shared):
         stmt = Alloc(b, stmt, zero=zero)
     return stmt
+
+
+def _read_buffers(stmt) -> set:
+    out = set()
+
+    class V(Visitor):
+        def visit_Load(self, n):
+            out.add(id(n.buffer))
+            self.generic_visit(n)
+
+        def visit_VLoad(self, n):
+            out.add(id(n.buffer))
+            self.generic_visit(n)
+
+    V().visit(stmt)
+    return out
 
 
 def _written_buffers(stmt) -> set:
@@ -129,6 +152,9 @@ def _uses_outside_parallel(stmt, bufs) -> list:
             if id(n.buffer) in ids:
                 found.append(n.buffer)
             self.generic_visit(n)
+
+        visit_VLoad = visit_Load
+        visit_VStore = visit_Store
 
     V().visit(stmt)
     return found

@@ -5,7 +5,8 @@ cut into chunks of the vector width; a remainder becomes one masked chunk, so ta
 on the vector path. Within a chunk, an access whose address moves by one element per
 iteration becomes a vector load/store, one that does not move becomes a broadcast, and
 anything else is rejected (no gathers). A store whose target does not move is a
-reduction across the loop: it accumulates in a vector register and ends with a
+reduction across the loop (`+=`, `-=`, `*=`, or an assignment such as
+`S[i] = max(S[i], A[i, j])`): it accumulates in a vector register and ends with a
 horizontal reduction.
 
 Guarantees afterwards: no loop of kind `vectorized` remains for element types the
@@ -233,11 +234,56 @@ def _check_lane_independence(stores, lane):
             raise NotVectorizable(f"{b.name} is written at different elements in one iteration")
 
 
+def _as_accumulation(s: Store, lane: Var):
+    """`T[x] = max(T[x], e)` (or min, +, *; `T[x] - e`) as a reduction store, when the target
+    does not move with the loop and `e` does not read T. Returns (store, swapped): `swapped`
+    when T[x] is the right operand (`min(e, T[x])`), whose order the vector code keeps (min
+    and max differ from their swapped form on NaN and signed zeros)."""
+    v = s.value
+    if s.reduce is not None or not isinstance(v, BinOp) or _lane_coef(s.buffer, s.indices, lane) != 0:
+        return s, False
+    target = Load(s.buffer, s.indices)
+    ops = ("add", "mul", "min", "max", "sub") if v.a == target else ("add", "mul", "min", "max")
+    if v.op not in ops or v.dtype is not s.buffer.dtype:
+        return s, False
+    if v.a == target:
+        other, swapped = v.b, False
+    elif v.b == target:
+        other, swapped = v.a, v.op in ("min", "max")
+    else:
+        return s, False
+    if _reads(other, s.buffer):
+        return s, False
+    return Store(s.buffer, s.indices, other, v.op), swapped
+
+
+def _reads(e, buffer) -> bool:
+    found = []
+
+    class V(Visitor):
+        def visit_Load(self, n):
+            if n.buffer is buffer:
+                found.append(n)
+            self.generic_visit(n)
+
+    V().visit(e)
+    return bool(found)
+
+
 def _vectorize_loop(f: For, stores, isa):
     lane = f.var
     _check_lane_independence(stores, lane)
     W = isa.lanes
     trip = to_affine(BinOp("sub", f.hi, f.lo, ScalarType.index))
+    # accumulations written as assignments (`S[i] = max(S[i], A[i, j])`) are reductions too
+    swapped = set()
+    normalized = []
+    for s in stores:
+        s2, sw = _as_accumulation(s, lane)
+        normalized.append(s2)
+        if sw:
+            swapped.add(id(s2))
+    stores = normalized
     # reductions into targets that do not move with the loop
     accs = {}
     for s in stores:
@@ -259,7 +305,7 @@ def _vectorize_loop(f: For, stores, isa):
             if id(s) in accs:
                 acc = accs[id(s)]
                 op = "add" if s.reduce == "sub" else s.reduce
-                new = _combine(op, acc, value, isa)
+                new = _combine(op, value, acc, isa) if id(s) in swapped else _combine(op, acc, value, isa)
                 if count is not None:
                     new = VSelect(_mask(isa, count), new, acc, W)
                 out.append(VAssign(acc, new))

@@ -168,6 +168,10 @@ def _avx2_int32():
         "cmp_gt": "_mm256_cmpgt_epi32({a}, {b})",
         "cmp_lt": "_mm256_cmpgt_epi32({b}, {a})",
         "cmp_eq": "_mm256_cmpeq_epi32({a}, {b})",
+        # AVX2 compares integers only for > and ==: the others are their complements
+        "cmp_ge": "_mm256_xor_si256(_mm256_cmpgt_epi32({b}, {a}), _mm256_set1_epi32(-1))",
+        "cmp_le": "_mm256_xor_si256(_mm256_cmpgt_epi32({a}, {b}), _mm256_set1_epi32(-1))",
+        "cmp_ne": "_mm256_xor_si256(_mm256_cmpeq_epi32({a}, {b}), _mm256_set1_epi32(-1))",
     }
     return VectorISA("avx2", I32, 8, "__m256i", ops, ("avx2",))
 
