@@ -638,8 +638,6 @@ def test_host_vectorizes_with_avx512(target, tmp_path):
 
 
 @needs_avx2
-@pytest.mark.xfail(reason="accpy/targets/x86.py vector_isa_for does not yet honour vector_bytes (AVX-512 "
-                          "extensions with vector_bytes=32)", strict=False)
 def test_vector_bytes_32_on_avx512_host_gives_256_bit_code(tmp_path):
     t = HOST(vector_bytes=32)
     plan, args = _axpy(45, t, split=8)

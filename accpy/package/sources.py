@@ -27,16 +27,23 @@ def _target_attribute(features) -> str:
     return f'__attribute__((target("{",".join(names)}"))) '
 
 
-def _feature_check(fn_name: str, features) -> list:
-    names = [BUILTIN_NAMES[f] for f in features if f in BUILTIN_NAMES]
+def _feature_check(fn_name: str, target) -> list:
+    """C that refuses to run the kernel on a CPU without one of the target's features (no SIGILL).
+
+    The message names the missing features only: one `%s` per feature, " name" when it is
+    missing, "" otherwise (no helper that a user's parameter name could shadow is called).
+    """
+    names = [BUILTIN_NAMES[f] for f in target.required_features() if f in BUILTIN_NAMES]
     if not names:
         return []
     cond = " && ".join(f'__builtin_cpu_supports("{n}")' for n in names)
-    missing = ", ".join(names)
+    args = ", ".join(f'__builtin_cpu_supports("{n}") ? "" : " {n}"' for n in names)
+    where = "".join(c if 32 <= ord(c) < 127 and c not in '"\\?' else "_" for c in str(target.name)).replace("%", "%%")
     return [
         "    __builtin_cpu_init();",
         f"    if (!({cond})) {{",
-        f'        accpy_set_error("{fn_name} was compiled for a CPU with {missing}, which this CPU lacks");',
+        f'        accpy_set_error("{fn_name} was built for target {where}; this CPU lacks{"%s" * len(names)} '
+        f'(rebuild it for acc.Target.HOST to run it here)", {args});',
         "        return;",
         "    }",
     ]
@@ -131,7 +138,7 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     attr = _target_attribute(pf.target.required_features())
     out = [emit_function(impl, linkage=f"static {attr}")]
     params = function_params(impl, names)
-    body = _feature_check(pf.name, pf.target.required_features())
+    body = _feature_check(pf.name, pf.target)
     if debug:
         ref = pf.lowered_reference(f"{pf.name}__reference")
         out.append(emit_function(ref, linkage="static "))

@@ -189,9 +189,10 @@ LIBRARY = {
 
 def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
     """The widest vector shape the target offers for `dtype`, or None."""
-    if target.has("avx512f") and ("avx512", dtype) in LIBRARY:
+    # the target's vector width decides: an AVX-512 CPU told vector_bytes=32 gets 256-bit code
+    if target.has("avx512f") and target.vector_bytes >= 64 and ("avx512", dtype) in LIBRARY:
         return LIBRARY[("avx512", dtype)]
-    if target.has("avx2") and ("avx2", dtype) in LIBRARY:
+    if target.has("avx2") and target.vector_bytes >= 32 and ("avx2", dtype) in LIBRARY:
         return LIBRARY[("avx2", dtype)]
     return None
 
