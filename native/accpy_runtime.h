@@ -167,6 +167,16 @@ ACCPY_HREDUCE(accpy_hmax_m256i, __m256i, int32_t, 8, ACCPY_MAX)
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+/* Threads for a parallel loop: the plan's count, never more than this machine has. */
+ACCPY_INLINE int accpy_threads(int requested) {
+#ifdef _OPENMP
+    int procs = omp_get_num_procs();
+    return requested < procs ? requested : procs;
+#else
+    return 1;
+#endif
+}
+
 ACCPY_INLINE int accpy_on_worker_thread(void) {
 #ifdef _OPENMP
     /* the caller's thread is thread 0 of every enclosing team */

@@ -321,7 +321,7 @@ class CEmitter:
         v = self.var(s.var)
         lo, hi = self.expr(s.lo), self.expr(s.hi)
         if s.kind == "parallel":
-            clauses = f"schedule({s.attr('policy', 'static')}) num_threads({s.attr('threads', 1)})"
+            clauses = f"schedule({s.attr('policy', 'static')}) num_threads(accpy_threads({s.attr('threads', 1)}))"
             if s.attr("collapse", 1) > 1:
                 clauses += f" collapse({s.attr('collapse')})"
             self.emit(f"#pragma omp parallel for {clauses}", 0)
