@@ -211,22 +211,46 @@ def cond_constraints(cond) -> Optional[list]:
     return None
 
 
+def floor_form(e) -> Optional[tuple]:
+    """`e` as `floor(Y / d) + R` (Y, R affine, d >= 1), or None.
+
+    Covers the extents of split, skewed and padded runtime dimensions, e.g.
+    ceil(ceil(N/2)/4) + 3 -> floor((N + 7)/8) + 3, using floor((floor(Y/d) + R)/c) ==
+    floor((Y + R*d)/(d*c)) for integer R and c >= 1.
+    """
+    a = to_affine(e)
+    if a is not None:
+        return a, 1, Affine.constant(0)
+    if not isinstance(e, BinOp):
+        return None
+    if e.op == "floordiv":
+        c = as_int(e.b)
+        inner = floor_form(e.a)
+        if c is None or c <= 0 or inner is None:
+            return None
+        y, d, r = inner
+        return y + r * d, d * c, Affine.constant(0)
+    if e.op in ("add", "sub"):
+        for f_side, a_side, sign in ((e.a, e.b, 1), (e.b, e.a, 1)) if e.op == "add" else ((e.a, e.b, -1),):
+            rest = to_affine(a_side)
+            inner = floor_form(f_side) if rest is not None else None
+            if inner is not None:
+                y, d, r = inner
+                return y, d, r + rest * sign
+    return None
+
+
 def lower_bound_constraints(v: Var, e) -> Optional[list]:
-    """Constraints equivalent to `v >= e` where e is affine, a max of such, or ceil/floor div."""
+    """Constraints equivalent to `v >= e` where e is affine, a max of such, or a floor form."""
     if isinstance(e, BinOp) and e.op == "max":
         a, b = lower_bound_constraints(v, e.a), lower_bound_constraints(v, e.b)
         return None if a is None or b is None else a + b
-    if isinstance(e, BinOp) and e.op == "floordiv":
-        c = as_int(e.b)
-        num = to_affine(e.a)
-        if c is None or c <= 0 or num is None:
-            return None
-        # v >= floor(num / c)  <=>  c*v + c - 1 - num >= 0
-        return [Affine.var(v, c) + (c - 1) - num]
-    a = to_affine(e)
-    if a is None:
+    f = floor_form(e)
+    if f is None:
         return None
-    return [Affine.var(v) - a]
+    y, d, r = f
+    # v >= floor(y/d) + r  <=>  v - r + 1 > y/d  <=>  d*(v - r + 1) - y - 1 >= 0
+    return [(Affine.var(v) - r + 1) * d - y - 1]
 
 
 def upper_bound_constraints(v: Var, e) -> Optional[list]:
@@ -234,17 +258,12 @@ def upper_bound_constraints(v: Var, e) -> Optional[list]:
     if isinstance(e, BinOp) and e.op == "min":
         a, b = upper_bound_constraints(v, e.a), upper_bound_constraints(v, e.b)
         return None if a is None or b is None else a + b
-    if isinstance(e, BinOp) and e.op == "floordiv":
-        c = as_int(e.b)
-        num = to_affine(e.a)
-        if c is None or c <= 0 or num is None:
-            return None
-        # v < floor(num / c)  <=>  c*(v+1) <= num
-        return [num - Affine.var(v, c) - c]
-    a = to_affine(e)
-    if a is None:
+    f = floor_form(e)
+    if f is None:
         return None
-    return [a - Affine.var(v) - 1]
+    y, d, r = f
+    # v < floor(y/d) + r  <=>  v - r + 1 <= floor(y/d)  <=>  d*(v - r + 1) <= y
+    return [y - (Affine.var(v) - r + 1) * d]
 
 
 def normalize(c: Affine) -> Affine:

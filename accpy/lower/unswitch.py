@@ -12,8 +12,10 @@ the tail j in [2, 3); a skew -> triangle, rectangle, triangle). Differences that
 only on runtime sizes stay as min/max bounds.
 
 Guarantees afterwards: every statement runs exactly on its real points, in the same
-lexicographic order as before; guards remain only when the piece budget runs out (then
-the guard sits at the innermost level, never wrong).
+lexicographic order as before; guards remain only when the piece budget runs out or a
+cut cannot order two bounds, and for conditions on runtime sizes alone (or on enclosing
+loops, when only an inner part of a nest has affine bounds) -- a guard sits at the
+innermost level, never wrong.
 """
 from __future__ import annotations
 
@@ -110,6 +112,11 @@ def _separate(loops, items):
     ctx = ConstraintSet([Affine.var(v) for v in symbols])  # runtime sizes are >= 0
     gen = _Generator(loops, loop_vars, sorted(symbols, key=lambda v: v.uid))
     pieces = [p for p in pieces if not p.cons.is_empty()]
+    for p in pieces:
+        # Loops are generated for `loop_vars` only: a constraint on none of them (a runtime
+        # size, or an enclosing loop when this is an inner part of a nest whose outer bounds
+        # are not affine) would be taken as a fact. Unless ctx proves it, check it at the leaf.
+        p.pending.extend(c for c in p.cons if not any(c.coef(v) for v in loop_vars) and not ctx.implies(c))
     return gen.gen(0, pieces, ctx)
 
 
@@ -176,16 +183,39 @@ class _Generator:
             return None
         v = self.loop_vars[level]
         lows, ups = pr.bounds(v)
-        outer = ctx.union_with(pr.without(v))
-        return self._prune(lows, outer, lower=True), self._prune(ups, outer, lower=False)
+        # Facts for pruning: the piece's constraints on outer loops, which the outer loops'
+        # bounds enforce. Constraints on symbols alone (a projected `N >= 7`, or a relation
+        # between enclosing loops when this is an inner part of a nest) are enforced by
+        # nothing: a bound dropped because of one would let the loop run where the piece is
+        # empty. They are used only when needed, and then checked at the leaf.
+        enforced, symbolic = [], []
+        for c in pr.without(v):
+            (enforced if any(c.coef(w) for w in self.loop_vars[:level]) else symbolic).append(c)
+        enforced = ctx.union_with(ConstraintSet(enforced, _trusted=True))
+        assumed = enforced.union_with(ConstraintSet(symbolic, _trusted=True)) if symbolic else None
+        used: list = []
+        lows = self._prune(lows, enforced, True, assumed, used)
+        ups = self._prune(ups, enforced, False, assumed, used)
+        if used:
+            piece.pending.extend(c for c in symbolic if c not in piece.pending and not ctx.implies(c))
+        return lows, ups
 
-    def _prune(self, bs, outer, lower):
-        """Drop bounds implied by another; among equals keep the simplest."""
+    def _prune(self, bs, outer, lower, assumed=None, used=None):
+        """Drop bounds implied by another; among equals keep the simplest. Implications
+        that need `assumed` (more facts than `outer`) are recorded in `used`."""
         bs = sorted(set(bs), key=lambda b: (_simplicity(b), _bound_key(b)))  # deterministic order
         ff = _floor_form_low if lower else (lambda b: b)  # compare integer values in floor form
 
+        def ge(facts, x, y):
+            return _rational_ge(facts, ff(x), ff(y)) if lower else _rational_ge(facts, ff(y), ff(x))
+
         def wins(x, y):  # x makes y redundant: larger lower bound / smaller upper bound
-            return _rational_ge(outer, ff(x), ff(y)) if lower else _rational_ge(outer, ff(y), ff(x))
+            if ge(outer, x, y):
+                return True
+            if assumed is not None and ge(assumed, x, y):
+                used.append((x, y))
+                return True
+            return False
 
         keep = []
         for b in bs:

@@ -121,15 +121,21 @@ class NestKind:
     sizes: tuple  # (lo, hi) inclusive range of each size
     n_arrays: int
     dtypes: tuple = ("int32", "float32")
+    runtime_sizes: bool = False  # extents are acc.Dimensions (the template defines `values`)
 
 
 NEST_KINDS: dict = {}
 
 
-def nest_kind(name, template, size_names, sizes, n_arrays, dtypes=("int32", "float32")) -> NestKind:
-    kind = NestKind(name, template.strip("\n"), tuple(size_names), sizes, n_arrays, tuple(dtypes))
+def nest_kind(name, template, size_names, sizes, n_arrays, dtypes=("int32", "float32"),
+              runtime_sizes=False) -> NestKind:
+    kind = NestKind(name, template.strip("\n"), tuple(size_names), sizes, n_arrays, tuple(dtypes), runtime_sizes)
     NEST_KINDS[name] = kind
     return kind
+
+
+def kinds_with(runtime_sizes: bool) -> list:
+    return sorted(k for k, v in NEST_KINDS.items() if v.runtime_sizes == runtime_sizes)
 
 
 @dataclass(frozen=True)
@@ -276,6 +282,43 @@ schedule = nest.create_schedule()
 nest_kind("maxreduce", _MAXREDUCE, "MNK", ((1, 9), (1, 9), (1, 9)), 3)
 
 
+# runtime sizes: the loops' extents are only known when the function is called
+_MATMUL_DYN = '''
+M, N, K = acc.create_dimensions()
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=(M, K), layout={L0})
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=(K, N), layout={L1})
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=(M, N), layout={L2})
+nest = acc.Nest(shape=(M, N, K))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] += A[i, k] * B[k, j]
+
+nests, args = [nest], (A, B, C, M, N, K)
+values = {{M: {M}, N: {N}, K: {K}}}
+schedule = nest.create_schedule()
+'''
+nest_kind("matmul_dyn", _MATMUL_DYN, "MNK", (EXTENT, EXTENT, EXTENT), 3, runtime_sizes=True)
+
+_ROWMAX_DYN = '''
+M, N = acc.create_dimensions()
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=(M, N), layout={L0})
+S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=(M,), layout={L1})
+nest = acc.Nest(shape=(M, N))
+i, j = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    S[i] = acc.max(S[i], A[i, j] * 3 - 1)
+
+nests, args = [nest], (A, S, M, N)
+values = {{M: {M}, N: {N}}}
+schedule = nest.create_schedule()
+'''
+nest_kind("rowmax_dyn", _ROWMAX_DYN, "MN", (EXTENT, EXTENT), 2, runtime_sizes=True)
+
+
 # -----------------------------------------------------------------------------------------
 # cases
 # -----------------------------------------------------------------------------------------
@@ -304,7 +347,7 @@ class Case:
             "import numpy as np",
             "import accpy as acc",
             "from accpy.nest.reference import evaluate",
-            "from support.schedgen import random_array",
+            "from support.schedgen import call_arguments",
             "",
             self.nest.source(),
             self.step_code() or "# (no transforms)",
@@ -313,13 +356,13 @@ class Case:
             "pkg = acc.Package()",
             "pkg.add(plan, args=args, base_name='f')",
             "lib = pkg.build('repro', output_dir='repro_build', python_module=False)",
-            f"rng = np.random.default_rng({self.seed})",
-            "got = [random_array(a, rng) for a in args]",
-            "want = [x.copy() for x in got]",
+            f"got = call_arguments(args, {self.seed}, globals().get('values'))",
+            "want = [x.copy() if isinstance(x, np.ndarray) else x for x in got]",
             "evaluate(nests, dict(zip(args, want)))",
             "lib.f(*got)",
             "for a, g, w in zip(args, got, want):",
-            "    print(a.name, 'OK' if np.allclose(g, w, rtol=1e-4, atol=1e-4) else f'MISMATCH\\n{g}\\n{w}')",
+            "    if isinstance(g, np.ndarray):",
+            "        print(a.name, 'OK' if np.allclose(g, w, rtol=1e-4, atol=1e-4) else f'MISMATCH\\n{g}\\n{w}')",
         ])
 
     def describe(self) -> str:
@@ -356,6 +399,11 @@ class State:
     @property
     def nests(self) -> list:
         return list(self.ns["nests"])
+
+    @property
+    def values(self) -> dict:
+        """Sizes of the runtime dimensions (the template's `values`, if any)."""
+        return dict(self.ns.get("values", {}))
 
     def dims(self) -> list:
         """(name, extent, parent name or None) of each schedule index, in loop order."""
@@ -497,7 +545,13 @@ def step_kind(name: str, weight: int = 1, stage: str = "schedule"):
 
 
 def _sized(state):
-    return [n for n, e, _ in state.dims() if e is not None]
+    return state.names()  # every index can be split; runtime extents too
+
+
+def _split_size(ch, state, ix) -> int:
+    """1..extent+3 (dividing, non-dividing, == extent, > extent); 1..16 for a runtime extent."""
+    ext = state.extent(ix)
+    return ch.integer(1, (ext if ext is not None else 13) + 3)
 
 
 @step_kind("split", weight=4)
@@ -506,7 +560,7 @@ def _draw_split(ch, state):
     if not names:
         return None
     ix = ch.choice(names)
-    size = ch.integer(1, state.extent(ix) + 3)  # non-dividing, == extent and > extent included
+    size = _split_size(ch, state, ix)
     return Step("split", (Ref(ix), size), results=(state.fresh(ix),))
 
 
@@ -518,7 +572,7 @@ def _draw_tile(ch, state):
     chosen = ch.subset(names, 1, min(3, len(names)))
     items, results, taken = [], [], set()
     for ix in chosen:
-        items.append((Ref(ix), ch.integer(1, state.extent(ix) + 3)))
+        items.append((Ref(ix), _split_size(ch, state, ix)))
         results.append(state.fresh(ix, also_taken=taken))
         taken.add(results[-1])
     return Step("tile", (Mapping(items),), results=tuple(results))
@@ -626,10 +680,11 @@ def random_cases(rng, n: int, exclude=(), **kw) -> list:
 # -----------------------------------------------------------------------------------------
 
 
-def random_array(array, rng) -> np.ndarray:
-    """Seeded data for an acc.Array, in the memory order its layout declares."""
+def random_array(array, rng, values=None) -> np.ndarray:
+    """Seeded data for an acc.Array, in the memory order its layout declares.
+    `values` gives the runtime dimensions' sizes (acc.Dimension -> int)."""
     dt = array.element_type.dtype
-    shape = tuple(int(s) for s in array.shape)
+    shape = tuple(int(values[s]) if isinstance(s, acc.Dimension) else int(s) for s in array.shape)
     if np.issubdtype(dt, np.integer):
         x = rng.integers(-9, 10, size=shape).astype(dt)
     else:
@@ -639,23 +694,68 @@ def random_array(array, rng) -> np.ndarray:
     return x
 
 
-def make_inputs(state: State, seed: int) -> list:
+def call_arguments(args, seed: int, values=None) -> list:
+    """Arguments for a call: seeded arrays, and the sizes of runtime dimensions."""
     rng = np.random.default_rng(seed)
-    return [random_array(a, rng) for a in state.args]
+    values = values or {}
+    return [values[a] if isinstance(a, acc.Dimension) else random_array(a, rng, values) for a in args]
+
+
+def make_inputs(state: State, seed: int) -> list:
+    return call_arguments(state.args, seed, state.values)
 
 
 def reference_outputs(state: State, inputs: list) -> list:
-    out = [x.copy() for x in inputs]
+    out = [_copy(x) for x in inputs]
     evaluate(state.nests, dict(zip(state.args, out)))
     return out
 
 
-def lowered_to_python(fn):
+def _copy(x):
+    return x.copy(order="K") if isinstance(x, np.ndarray) else x
+
+
+class OutOfBounds(IndexError):
+    pass
+
+
+class OverBudget(RuntimeError):
+    """The lowered loops run more iterations than `lowered_to_python`'s budget allows."""
+
+
+PYTHON_LOOP_BUDGET = 300_000  # loop iterations of one run of the lowered IR in Python
+
+
+class _Bounded:
+    """An ndarray whose element accesses are bounds-checked (numpy would wrap -1)."""
+
+    __slots__ = ("a", "name")
+
+    def __init__(self, a, name):
+        self.a, self.name = a, name
+
+    def _check(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        for k, n in zip(key, self.a.shape):
+            if not 0 <= k < n:
+                raise OutOfBounds(f"{self.name}{[int(x) for x in key]} is out of bounds "
+                                  f"(shape {list(self.a.shape)})")
+
+    def __getitem__(self, key):
+        self._check(key)
+        return self.a[key]
+
+    def __setitem__(self, key, value):
+        self._check(key)
+        self.a[key] = value
+
+
+def lowered_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
     """A Python function running a lowered `Function`'s loop IR over numpy arrays.
 
     Expressions are translated by the reference evaluator's code generator (same scalar
-    semantics); loops, guards and allocations here. Returns `run(arrays)` where `arrays`
-    are the function's array arguments in order.
+    semantics); loops, guards and allocations here. Returns `run(args)` taking the
+    function's arguments in order (numpy arrays, ints for runtime sizes).
     """
     from accpy.ir.expr import Buffer
     from accpy.ir.stmt import Alloc, Block, Comment, For, If, Store
@@ -672,7 +772,7 @@ def lowered_to_python(fn):
             if not s.stmts:
                 lines.append(pad + "pass")
         elif isinstance(s, For):
-            lines.append(f"{pad}for {g.name(s.var)} in range({g.index(s.lo)}, {g.index(s.hi)}):")
+            lines.append(f"{pad}for {g.name(s.var)} in _range({g.index(s.lo)}, {g.index(s.hi)}):")
             emit(s.body, depth + 1)
         elif isinstance(s, If):
             lines.append(f"{pad}if {g.expr(s.cond)}:")
@@ -684,7 +784,8 @@ def lowered_to_python(fn):
             lines.append(pad + R._store_line(g, s))
         elif isinstance(s, Alloc):
             shape = ", ".join(g.index(x) for x in s.buffer.shape)
-            lines.append(f"{pad}{g.buf(s.buffer)} = np.zeros(({shape},), dtype=np.{s.buffer.dtype.dtype.name})")
+            lines.append(f"{pad}{g.buf(s.buffer)} = _Bounded(np.zeros(({shape},), "
+                         f"dtype=np.{s.buffer.dtype.dtype.name}), {s.buffer.name!r})")
             emit(s.body, depth)
         elif isinstance(s, Comment):
             lines.append(f"{pad}pass  # {s.text}")
@@ -692,10 +793,22 @@ def lowered_to_python(fn):
             raise NotImplementedError(f"lowered_to_python: {type(s).__name__}")
 
     emit(fn.body, 1)
-    arg_bufs = [a for a in fn.args if isinstance(a, Buffer)]
-    head = ["def _run(arrays):"] + [f"    {g.buf(b)} = arrays[{n}]" for n, b in enumerate(arg_bufs)]
+    head = ["def _run(args):"]
+    for n, a in enumerate(fn.args):  # arrays, and runtime sizes / scalars
+        head.append(f"    {g.buf(a)} = _Bounded(args[{n}], {a.name!r})" if isinstance(a, Buffer)
+                    else f"    {g.name(a)} = args[{n}]")
     src = "\n".join(head + lines + ["    return None"])
     ns = dict(R._HELPERS)
+    ns["_Bounded"] = _Bounded
+    spent = [0]
+
+    def _range(lo, hi):
+        spent[0] += max(hi - lo, 0)
+        if spent[0] > budget:
+            raise OverBudget(f"the lowered loops run more than {budget} iterations in Python")
+        return range(lo, hi)
+
+    ns["_range"] = _range
     ns.update(g.consts)
     ns.update(g.types)
     exec(compile(src, "<lowered ir>", "exec"), ns)
@@ -717,6 +830,7 @@ class Realized:
     lowered: object = None  # the lowered Function
     lower_seconds: float = 0.0
     single: object = None  # a package of this case alone (after a batch failed to build)
+    notes: list = field(default_factory=list)  # e.g. checks skipped
     error: Optional[str] = None  # a failure before running (realize / lower / compile)
 
 
@@ -738,6 +852,7 @@ class BatchReport:
     executed: int = 0
     failures: list = field(default_factory=list)
     lower_seconds: list = field(default_factory=list)  # (seconds, case description)
+    notes: list = field(default_factory=list)  # (case description, note): checks skipped
     build_seconds: float = 0.0
     total_seconds: float = 0.0
 
@@ -766,13 +881,14 @@ def _first_difference(name, got, want, tol) -> Optional[str]:
 
 
 def tolerance_of(state: State) -> Optional[float]:
-    dts = {a.element_type for a in state.args}
+    dts = {a.element_type for a in state.args if isinstance(a, acc.Array)}
     return None if all(t.is_int for t in dts) else 1e-4
 
 
 def compare(state: State, got: list, want: list) -> Optional[str]:
     tol = tolerance_of(state)
-    diffs = [d for d in (_first_difference(a.name, g, w, tol) for a, g, w in zip(state.args, got, want)) if d]
+    diffs = [d for d in (_first_difference(a.name, g, w, tol) for a, g, w in zip(state.args, got, want)
+                         if isinstance(a, acc.Array)) if d]
     return "; ".join(diffs) if diffs else None
 
 
@@ -852,7 +968,20 @@ def check_cases(cases_, output_dir, name: str = "schedgen", check_lowered_python
         st_ = r.state
         inputs = make_inputs(st_, r.case.seed)
         want = reference_outputs(st_, inputs)
-        got = [x.copy(order="K") for x in inputs]
+        py_diff = oob = None
+        if check_lowered_python:
+            # first, in Python with bounds checks: an out-of-bounds access must not reach the
+            # native kernel (it would corrupt or crash the test process, not fail a test)
+            py_diff, oob = _run_lowered_python(r, inputs, want)
+            rep.notes += [(r.case.describe(), n) for n in r.notes]
+        if oob:
+            details = [f"lowered IR in Python: {py_diff}", "(the native kernel was not called)",
+                       "pseudo-code:\n" + _indent(_safe(st_.schedule.to_python)),
+                       "lowered:\n" + _indent(_safe(lambda: st_.schedule.to_python(unswitched=True)))]
+            rep.failures.append(Failure(r.case, "the lowered loops access an array out of bounds",
+                                        "\n".join(details)))
+            continue
+        got = [_copy(x) for x in inputs]
         try:
             kernel(*got)
         except Exception:
@@ -860,14 +989,8 @@ def check_cases(cases_, output_dir, name: str = "schedgen", check_lowered_python
             continue
         rep.executed += 1
         diff = compare(st_, got, want)
-        py_diff = None
-        if check_lowered_python or diff:
-            py_out = [x.copy() for x in inputs]
-            try:
-                lowered_to_python(r.lowered)(py_out)
-                py_diff = compare(st_, py_out, want)
-            except Exception:
-                py_diff = "running the lowered IR in Python raised:\n" + traceback.format_exc()
+        if diff and not check_lowered_python:
+            py_diff, _ = _run_lowered_python(r, inputs, want)
         extra = []
         for chk in extra_checks:
             msg = chk(r, inputs, got)
@@ -883,6 +1006,21 @@ def check_cases(cases_, output_dir, name: str = "schedgen", check_lowered_python
             rep.failures.append(Failure(r.case, what, "\n".join(details)))
     rep.total_seconds = time.perf_counter() - t0
     return rep
+
+
+def _run_lowered_python(r: Realized, inputs, want):
+    """(difference or None, out-of-bounds?) of the lowered IR run in Python."""
+    out = [_copy(x) for x in inputs]
+    try:
+        lowered_to_python(r.lowered)(out)
+    except OutOfBounds as e:
+        return f"{e}", True
+    except OverBudget as e:
+        r.notes.append(f"lowered IR not run in Python: {e}")
+        return None, False
+    except Exception:
+        return "running the lowered IR in Python raised:\n" + traceback.format_exc(), False
+    return compare(r.state, out, want), False
 
 
 def _safe(fn) -> str:
