@@ -40,6 +40,8 @@ class _Access:
     is_write: bool
     is_read: bool
     reduce: Optional[str] = None
+    guarded: bool = False  # under a condition: it may not run
+
 
 
 def _loop_cons(f: For) -> list:
@@ -53,12 +55,12 @@ def _loop_cons(f: For) -> list:
 def _collect(site: For, buf: Buffer) -> list:
     out = []
 
-    def walk(s, chain):
+    def walk(s, chain, guarded):
         if isinstance(s, For):
-            walk(s.body, chain + [s])
+            walk(s.body, chain + [s], guarded)
         elif isinstance(s, Block):
             for x in s.stmts:
-                walk(x, chain)
+                walk(x, chain, guarded)
         elif isinstance(s, Store):
             reads = []
 
@@ -72,17 +74,17 @@ def _collect(site: For, buf: Buffer) -> list:
             for ix in s.indices:
                 V().visit(ix)
             for r in reads:
-                out.append(_Access(r, chain, False, True))
+                out.append(_Access(r, chain, False, True, guarded=guarded))
             if s.buffer is buf:
-                out.append(_Access(s.indices, chain, True, s.reduce is not None, s.reduce))
+                out.append(_Access(s.indices, chain, True, s.reduce is not None, s.reduce, guarded))
         elif hasattr(s, "body"):
-            walk(s.body, chain)
+            walk(s.body, chain, guarded)
         elif hasattr(s, "then"):
-            walk(s.then, chain)
+            walk(s.then, chain, True)
             if s.orelse is not None:
-                walk(s.orelse, chain)
+                walk(s.orelse, chain, True)
 
-    walk(site, [])
+    walk(site, [], False)
     return out
 
 
@@ -165,7 +167,7 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Bl
         ext_max.append(_max_extent(ctx, lows[0], ups[0], buf.name, k))
     reads = any(a.is_read for a in accesses)
     writes = any(a.is_write for a in accesses)
-    full = writes and not reads and _covers_box(site, accesses)
+    full = writes and not reads and _covers_box(accesses, ctx)
     return _Block(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx)
 
 
@@ -211,30 +213,103 @@ def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], 
     return max(min(vals), 0)
 
 
-def _covers_box(site: For, accesses) -> bool:
-    """Do the writes certainly fill the whole box? (one subscript per dim = one full loop)."""
+def _covers_box(accesses, ctx: ConstraintSet) -> bool:
+    """Do the writes certainly fill the whole box (so the block need not be copied in)?
+
+    Every write is unconditional and *dense*: each subscript moves with its own loops only
+    (no loop feeds two subscripts), their coefficients form a mixed radix (sorted by size:
+    1, then each the previous times its loop's constant trip count, e.g. `8*j + jj` with jj
+    in [0, 8)), and the loops are rectangular within the site (a loop of one iteration just
+    fixes its variable). Such a write fills a box exactly. The writes' boxes (e.g. the full
+    tiles and the tail that unswitching made of one loop) must then merge into one: two
+    boxes merge when they agree in every dimension but one, where one ends right before
+    the other starts.
+    """
     writes = [a for a in accesses if a.is_write]
-    if len(writes) != 1:
+    if not writes or any(w.guarded for w in writes):
         return False
-    w = writes[0]
-    loops = {f.var: f for f in w.chain}
-    used = set()
-    for ix in w.indices:
-        a = to_affine(ix)
-        inner = [v for v in a.vars if v in loops]
-        if len(inner) > 1:
+    boxes = []
+    for w in writes:
+        box = _dense_box(w)
+        if box is None:
             return False
-        if inner:
-            v = inner[0]
-            if abs(a.coef(v)) != 1 or v in used:
-                return False
-            used.add(v)
-    # every loop of the chain must appear (else elements are rewritten, still full) and be rectangular
-    for f in w.chain:
-        lo, hi = to_affine(f.lo), to_affine(f.hi)
-        if lo is None or hi is None or any(v in loops for v in lo.vars + hi.vars):
+        boxes.append(box)
+
+    def same(x, y):
+        return ctx.implies(x - y) and ctx.implies(y - x)
+
+    def merge(a, b):
+        differ = [d for d in range(len(a)) if not (same(a[d][0], b[d][0]) and same(a[d][1], b[d][1]))]
+        if not differ:
+            return a
+        if len(differ) > 1:
+            return None
+        d = differ[0]
+        for x, y in ((a, b), (b, a)):
+            if same(x[d][1] + 1, y[d][0]):
+                return a[:d] + [(x[d][0], y[d][1])] + a[d + 1:]
+        return None
+
+    while len(boxes) > 1:
+        for m in range(len(boxes)):
+            for n in range(m + 1, len(boxes)):
+                merged = merge(boxes[m], boxes[n])
+                if merged is not None:
+                    boxes = [b for k, b in enumerate(boxes) if k not in (m, n)] + [merged]
+                    break
+            else:
+                continue
+            break
+        else:
             return False
     return True
+
+
+def _dense_box(w: _Access):
+    """[(first, last)] per dimension (Affine in the enclosing loops) of the elements a dense
+    write fills, or None when the write is not dense (see `_covers_box`)."""
+    fixed: dict = {}
+    bounds = {}
+    for f in w.chain:
+        lo, hi = to_affine(f.lo), to_affine(f.hi)
+        if lo is None or hi is None:
+            return None
+        lo, hi = lo.subs(fixed), hi.subs(fixed)
+        bounds[f.var] = (lo, hi)
+        trip = hi - lo
+        if trip.is_const and trip.const == 1:
+            fixed[f.var] = lo
+    loops = {v: b for v, b in bounds.items() if v not in fixed}
+    for lo, hi in loops.values():
+        if any(v in bounds for v in lo.vars + hi.vars):
+            return None  # not rectangular
+    used = set()
+    box = []
+    for ix in w.indices:
+        a = to_affine(ix)
+        if a is None:
+            return None
+        a = a.subs(fixed)
+        inner = sorted((v for v in a.vars if v in loops), key=lambda v: abs(a.coef(v)))
+        if any(v in used for v in inner):
+            return None
+        used.update(inner)
+        first = last = a
+        step = 1
+        for n, v in enumerate(inner):
+            c = a.coef(v)
+            if abs(c) != step:
+                return None
+            lo, hi = loops[v]
+            trip = hi - lo
+            if n + 1 < len(inner):
+                if not trip.is_const or trip.const < 1:
+                    return None
+                step *= trip.const
+            first = first.subs({v: lo if c > 0 else hi - 1})
+            last = last.subs({v: hi - 1 if c > 0 else lo})
+        box.append((first, last))
+    return box
 
 
 # -- the pass ---------------------------------------------------------------------------------------

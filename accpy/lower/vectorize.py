@@ -123,11 +123,17 @@ _REDUCE_H = {"add": "hadd", "sub": "hadd", "mul": "hmul", "min": "hmin", "max": 
 
 
 class _Chunk:
-    """Vector code for lanes `base + l` (l < lanes, or < count when masked)."""
+    """Vector code for the iterations `lane = base + l` (l < lanes, or < count when masked).
 
-    def __init__(self, isa, lane: Var, count):
+    Expressions are analysed in terms of the loop variable `lane` (affine subscripts), and
+    only vector addresses take `base` (which may be any index expression, e.g. the floor
+    division that starts the tail of a runtime trip count).
+    """
+
+    def __init__(self, isa, lane: Var, base, count):
         self.isa = isa
         self.lane = lane
+        self.base = base
         self.W = isa.lanes
         self.count = count
 
@@ -138,6 +144,25 @@ class _Chunk:
     def bcast(self, e):
         return e if getattr(e, "lanes", None) else Broadcast(e, self.W)
 
+    def _load(self, e, dtype):
+        """A load: a vector load when its address moves by one element per lane (elements
+        of `dtype`), the scalar load when it does not move."""
+        for ix in e.indices:
+            a = to_affine(ix)
+            if a is None:
+                raise NotVectorizable(f"the subscript of {e.buffer.name} is not affine")
+        c = _lane_coef(e.buffer, e.indices, self.lane)
+        if c == 0:
+            return e, False
+        if c != 1:
+            raise NotVectorizable(f"{e.buffer.name} is accessed with a stride of {c} elements along the "
+                                  f"loop (not contiguous; gathers are not generated)")
+        if e.buffer.dtype is not dtype:
+            raise NotVectorizable(f"{e.buffer.name} ({e.buffer.dtype.name}) is loaded in a "
+                                  f"{self.isa.dtype.name} vector loop")
+        first = tuple(substitute(ix, {self.lane: self.base}) for ix in e.indices)
+        return VLoad(e.buffer, first, self.W, self.count), True
+
     def vec(self, e):
         """(expression, varies_per_lane)."""
         if isinstance(e, Const):
@@ -147,21 +172,7 @@ class _Chunk:
                 raise NotVectorizable("the loop index is used as a value")
             return e, False
         if isinstance(e, Load):
-            for ix in e.indices:
-                a = to_affine(ix)
-                if a is None:
-                    raise NotVectorizable(f"the subscript of {e.buffer.name} is not affine")
-            c = _lane_coef(e.buffer, e.indices, self.lane)
-            if c == 0:
-                return e, False
-            if c != 1:
-                raise NotVectorizable(f"{e.buffer.name} is accessed with a stride of {c} elements along the "
-                                      f"loop (not contiguous; gathers are not generated)")
-            if e.buffer.dtype is not self.isa.dtype:
-                raise NotVectorizable(f"{e.buffer.name} ({e.buffer.dtype.name}) is loaded in a "
-                                      f"{self.isa.dtype.name} vector loop")
-            base = tuple(substitute(ix, {self.lane: Const(0)}) for ix in e.indices)
-            return VLoad(e.buffer, base, self.W, self.count), True
+            return self._load(e, self.isa.dtype)
         if isinstance(e, BinOp):
             a, va = self.vec(e.a)
             b, vb = self.vec(e.b)
@@ -194,6 +205,11 @@ class _Chunk:
                 raise NotVectorizable(f"`{e.fn}` has no {self.isa.name} instruction here")
             return VCall(e.fn, tuple(self.bcast(a) for a, _ in args), e.dtype, self.W), True
         if isinstance(e, Cast):
+            if (isinstance(e.value, Load) and e.value.buffer.dtype is ScalarType.int32 and e.dtype is self.isa.dtype
+                    and self.isa.dtype.bits == 32 and self.isa.template("from_int32")):
+                # int32 elements converted lane for lane (same lane count as the float vectors)
+                a, va = self._load(e.value, ScalarType.int32)
+                return (VCast(a, e.dtype, self.W), True) if va else (Cast(a, e.dtype), False)
             a, va = self.vec(e.value)
             if not va:
                 return Cast(a, e.dtype), False
@@ -296,10 +312,10 @@ def _vectorize_loop(f: For, stores, isa):
             raise NotVectorizable(f"{s.buffer.name} is written with a stride (scatters are not generated)")
 
     def chunk(base, count):
-        ch = _Chunk(isa, lane, count)
+        ch = _Chunk(isa, lane, base, count)
         out = []
         for s in stores:
-            s2 = substitute(s, {lane: idx_op("add", base, lane)})
+            s2 = s
             value, varies = ch.vec(s2.value)
             value = ch.bcast(value)
             if id(s) in accs:
@@ -310,12 +326,10 @@ def _vectorize_loop(f: For, stores, isa):
                     new = VSelect(_mask(isa, count), new, acc, W)
                 out.append(VAssign(acc, new))
                 continue
-            c = _lane_coef(s2.buffer, s2.indices, lane)
-            idx0 = tuple(substitute(ix, {lane: Const(0)}) for ix in s2.indices)
+            idx0 = tuple(substitute(ix, {lane: base}) for ix in s2.indices)
             if s2.reduce is not None:
                 current = VLoad(s2.buffer, idx0, W, count)
                 value = _combine(s2.reduce, current, value, isa)
-            _ = c
             out.append(VStore(s2.buffer, idx0, value, W, count))
         return out
 
