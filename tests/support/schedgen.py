@@ -23,11 +23,15 @@ gets hundreds of different cases out of a few hypothesis examples.
 
 Running many cases cheaply (`check_cases`): all cases of a batch go into one
 `acc.Package` (gcc runs once), each one is called on seeded random inputs and compared
-with `accpy.nest.reference.evaluate` (exact for integers, a tolerance for floats). The
-lowered loop IR is also run in Python (`lowered_to_python`), which tells a lowering bug
-(both disagree with the reference) from a C-emission bug (only C disagrees). Each case
-is lowered alone first (timed: `BatchReport.lower_seconds`), so an exception names its
-case, and a compile error is attributed by rebuilding the batch's cases one by one.
+with `accpy.nest.reference.evaluate` (exact for integers, a tolerance for floats). Before
+the native call, the lowered loop IR runs in Python with bounds-checked arrays
+(`lowered_to_python`): an out-of-bounds access is reported as such instead of corrupting
+or crashing the test process, and a lowering bug (both disagree with the reference) is
+told from a C-emission bug (only C disagrees). Runs over `PYTHON_LOOP_BUDGET` loop
+iterations skip that check (`BatchReport.notes`). Each case is lowered alone first
+(timed: `BatchReport.lower_seconds`), so an exception names its case, and a compile
+error is attributed by rebuilding the batch's cases one by one. Nests with runtime
+sizes (`kinds_with(True)`) pass their `values` as the acc.Dimension arguments.
 `minimize(case, dir)` greedily simplifies a failing case (drop steps, smaller sizes and
 arguments) for a regression test.
 
