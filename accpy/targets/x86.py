@@ -173,7 +173,8 @@ def _avx2_int32():
         "cmp_le": "_mm256_xor_si256(_mm256_cmpgt_epi32({a}, {b}), _mm256_set1_epi32(-1))",
         "cmp_ne": "_mm256_xor_si256(_mm256_cmpeq_epi32({a}, {b}), _mm256_set1_epi32(-1))",
     }
-    return VectorISA("avx2", I32, 8, "__m256i", ops, ("avx2",))
+    # fma too: the horizontal reductions (native/accpy_runtime.h) are compiled for "avx2,fma"
+    return VectorISA("avx2", I32, 8, "__m256i", ops, ("avx2", "fma"))
 
 
 LIBRARY = {
