@@ -17,10 +17,11 @@ and cv vectorized, that cache lives in vector registers (WB * CB / lanes accumul
 14 x 2 = 28 zmm registers on AVX-512, leaving room for the CB / lanes weight vectors and
 one broadcast input). Each step of the reduction loop (kh, kw, ci) is WB broadcasts of
 an input value and CB / lanes vector loads of weights feeding WB * CB / lanes independent
-FMAs. The weights are packed by a multicache triggered at co: once per block of output
-channels, Wt[:, :, :, co:co+CB] is copied into a contiguous [3, 3, C, CB] buffer, so
-the weight vectors of one step sit in one or two cache lines and consecutive steps are
-adjacent. The rows h run on all threads (threads > 1).
+FMAs. Large weights are packed by a multicache triggered at co: once per block of output
+channels, Wt[:, :, :, co:co+CB] is copied into a contiguous [3, 3, C, CB] buffer, so the
+weight vectors of consecutive steps are adjacent (worth 20% at C = K = 256); weights that
+sit comfortably in L2, like 3 x 3 x 64 x 64, are read in place (packing them costs ~1%).
+The rows h run on all threads (threads > 1).
 
     python samples/conv2d.py [--threads T] [--output-dir DIR] [--size H W C K]
 """
@@ -38,9 +39,10 @@ import accpy as acc
 KH = KW = 3
 
 
-def block_sizes(target, W, K, dtype=acc.ScalarType.float32):
-    """Register tile from the target's vector width and register count."""
-    lanes = max(target.vector_bytes // np.dtype(dtype.dtype).itemsize, 1)
+def block_sizes(target, W, C, K, dtype=acc.ScalarType.float32):
+    """Register tile from the target's vector width and register count; packing from the L2 size."""
+    itemsize = np.dtype(dtype.dtype).itemsize
+    lanes = max(target.vector_bytes // itemsize, 1)
     regs = target.vector_registers
     nv = 2  # weight vectors per step
     # accumulators + weight vectors + one broadcast register must fit the register file
@@ -49,7 +51,11 @@ def block_sizes(target, W, K, dtype=acc.ScalarType.float32):
     # small problems: do not block beyond the problem (rounded up to whole vectors)
     CB = min(CB, -(-K // lanes) * lanes)
     WB = min(WB, W)
-    return dict(WB=WB, CB=CB, lanes=lanes)
+    # Packing the weights costs one pass over them per call; it pays off once they no longer
+    # sit comfortably in L2 (a channel block's rows are then far apart: 20% at C = K = 256),
+    # not for 3x3x64x64 (147 KiB, where it costs about 1%).
+    pack = KH * KW * C * K * itemsize > target.cache_sizes[1] // 2
+    return dict(WB=WB, CB=CB, lanes=lanes, pack=pack)
 
 
 def conv2d_nest(H, W, C, K, element_type=acc.ScalarType.float32):
@@ -71,13 +77,14 @@ def conv2d_schedule(nest, args, threads=1, target=None, sizes=None):
     """The register-blocked plan of `conv2d_nest`'s nest (see the module's docstring).
 
     `sizes` overrides the blocking: dict(WB=output pixels per tile, CB=output channels per
-    tile, lanes=vector length); tiles need not divide W or K.
+    tile, lanes=vector length, pack=whether to pack the weights); tiles need not divide W or K.
     """
     target = target or acc.Target.HOST
     I, Wt, O = args
     H, W, K = O.shape
+    C = I.shape[2]
     h, w, co, kh, kw, ci = nest.get_indices()
-    b = sizes or block_sizes(target, W, K, O.element_type)
+    b = sizes or block_sizes(target, W, C, K, O.element_type)
     schedule = nest.create_schedule()
     ww = schedule.split(w, b["WB"])  # WB output pixels of a row per register tile
     coo = schedule.split(co, b["CB"])  # CB output channels per register tile
@@ -85,7 +92,8 @@ def conv2d_schedule(nest, args, threads=1, target=None, sizes=None):
     schedule.reorder(co, h, w, kh, kw, ci, ww, coo, cv)
 
     plan = schedule.create_plan(target)
-    plan.cache(Wt, index=kh, trigger_index=co)  # weights of a channel block, packed once per block
+    if b.get("pack", True):
+        plan.cache(Wt, index=kh, trigger_index=co)  # weights of a channel block, packed once per block
     plan.cache(O, index=kh)  # the WB x CB output tile: registers during the whole reduction
     plan.unroll(ww)
     plan.unroll(coo)
@@ -122,9 +130,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     H, W, C, K = args.size
     plan, fargs = conv2d_plan(H, W, C, K, args.threads)
-    b = block_sizes(plan.target, W, K)
+    b = block_sizes(plan.target, W, C, K)
     print(f"conv3x3 O[{H}, {W}, {K}] += I[{H + 2}, {W + 2}, {C}] * Wt[3, 3, {C}, {K}]: register tile "
-          f"{b['WB']} pixels x {b['CB']} channels ({b['WB'] * -(-b['CB'] // b['lanes'])} vector accumulators)")
+          f"{b['WB']} pixels x {b['CB']} channels ({b['WB'] * -(-b['CB'] // b['lanes'])} vector accumulators), "
+          f"weights {'packed' if b['pack'] else 'read in place'}")
     pkg = acc.Package()
     pkg.add(plan, args=fargs, base_name="conv3x3")
     t0 = time.perf_counter()
