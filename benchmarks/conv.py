@@ -3,10 +3,12 @@
 Prints one JSON object per line:
   kernel ("conv3x3"), shape ([H, W, C, K]: output height, width, input and output channels),
   threads, accpy_gflops, numpy_gflops, ratio (accpy / numpy, medians),
-  peak_gflops (measured AVX-512 FMA peak for that thread count), peak_fraction,
+  peak_gflops (AVX-512 FMA peak for that thread count, measured right after the line's
+  timings, so that it sees the same machine load), peak_fraction,
   numpy_blas (OpenBLAS build and core type), openblas_coretype (the env override, if any),
   loadavg (the 1-minute load average when the line was measured: other work on the cores
-  lowers both numbers).
+  lowers all three numbers; with threads > 1 and a core taken by another process, both
+  OpenMP and OpenBLAS collapse, as threads wait for a descheduled partner).
 
 The numpy baseline is what a numpy user writes: an im2col patch matrix [H*W, 9*C] built
 from a strided view (sliding_window_view, then one copy), times the weights reshaped to
@@ -60,7 +62,6 @@ def main(argv=None):
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
     blas = Blas()
-    peaks = {t: fma_peak_gflops(t) for t in threads}
     out_dir = tempfile.mkdtemp(prefix="accpy_bench_conv_")
     rng = np.random.default_rng(0)
     for H, W, C, K in sizes:
@@ -93,12 +94,13 @@ def main(argv=None):
             ours = min(ours, median_seconds(lambda: fn(inp, wt, out), args.repeat))
             theirs = min(theirs, median_seconds(lambda: im2col_conv(inp, w2, H, W), args.repeat))
             g_ours, g_theirs = flop / ours / 1e9, flop / theirs / 1e9
+            peak = fma_peak_gflops(t)
             print(json.dumps({
                 "kernel": "conv3x3", "shape": [H, W, C, K], "threads": t,
                 "accpy_gflops": round(g_ours, 1), "numpy_gflops": round(g_theirs, 1),
                 "ratio": round(g_ours / g_theirs, 3),
-                "peak_gflops": round(peaks[t], 1),
-                "peak_fraction": round(g_ours / peaks[t], 3) if peaks[t] else None,
+                "peak_gflops": round(peak, 1),
+                "peak_fraction": round(g_ours / peak, 3) if peak else None,
                 "numpy_blas": blas.describe(),
                 "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
                 "loadavg": round(os.getloadavg()[0], 2),

@@ -10,6 +10,8 @@ Schedule (a register-blocked direct convolution, no im2col):
 
     co (K / CB) -> h -> w (W / WB) -> kh -> kw -> ci -> ww (WB) -> coo (CB / lanes) -> cv (lanes)
 
+(or h -> w -> co -> kh ... when the weights are not packed: see below.)
+
 The register tile is WB output pixels of one row by CB output channels: O is cached at
 kh, the first reduction index, so its block O[h, w:w+WB, co:co+CB] is loaded once, then
 the whole 3 x 3 x C reduction runs on it, then it is stored once; with ww and coo unrolled
@@ -20,8 +22,9 @@ an input value and CB / lanes vector loads of weights feeding WB * CB / lanes in
 FMAs. Large weights are packed by a multicache triggered at co: once per block of output
 channels, Wt[:, :, :, co:co+CB] is copied into a contiguous [3, 3, C, CB] buffer, so the
 weight vectors of consecutive steps are adjacent (worth 20% at C = K = 256); weights that
-sit comfortably in L2, like 3 x 3 x 64 x 64, are read in place (packing them costs ~1%).
-The rows h run on all threads (threads > 1).
+sit comfortably in L2, like 3 x 3 x 64 x 64, are read in place (packing them costs ~1%),
+and the channel blocks then move inside the rows, so that with threads > 1 the rows h run
+on all threads in a single parallel loop per call (with packing: one per channel block).
 
     python samples/conv2d.py [--threads T] [--output-dir DIR] [--size H W C K]
 """
@@ -89,10 +92,15 @@ def conv2d_schedule(nest, args, threads=1, target=None, sizes=None):
     ww = schedule.split(w, b["WB"])  # WB output pixels of a row per register tile
     coo = schedule.split(co, b["CB"])  # CB output channels per register tile
     cv = schedule.split(coo, b["lanes"])  # ... as CB / lanes vectors
-    schedule.reorder(co, h, w, kh, kw, ci, ww, coo, cv)
+    pack = b.get("pack", True)
+    if pack:
+        schedule.reorder(co, h, w, kh, kw, ci, ww, coo, cv)
+    else:
+        # the channel blocks inside the rows: threads > 1 fork and join once per call
+        schedule.reorder(h, w, co, kh, kw, ci, ww, coo, cv)
 
     plan = schedule.create_plan(target)
-    if b.get("pack", True):
+    if pack:
         plan.cache(Wt, index=kh, trigger_index=co)  # weights of a channel block, packed once per block
     plan.cache(O, index=kh)  # the WB x CB output tile: registers during the whole reduction
     plan.unroll(ww)
