@@ -60,12 +60,43 @@ def _kernels():
     ]
 
 
-def _run_under_sanitizers(tmp_path: Path, mode) -> None:
+def _sample_kernels():
+    """The sample kernels (samples/optimized_matmul.py, samples/conv2d.py) at ragged sizes."""
+    root = Path(__file__).resolve().parent.parent / "samples"
+    sys.path.insert(0, str(root))
+    from conv2d import conv2d_plan, conv2d_reference
+    from optimized_matmul import matmul_plan
+
+    out = []
+    for M, N, K_, t in ((61, 75, 37, 1), (70, 130, 45, 2)):
+        plan, args = matmul_plan(M, N, K_, threads=t)
+        A, B, C = args
+
+        def inputs(rng, M=M, N=N, K_=K_):
+            return {"A": K._rand(rng, (M, K_), "float32"), "B": K._rand(rng, (K_, N), "float32"),
+                    "C": K._rand(rng, (M, N), "float32")}
+
+        out.append(K.Kernel(plan, args, f"sgemm_t{t}", inputs=inputs,
+                            oracle=lambda v: {"C": v["C"] + v["A"] @ v["B"]}))
+    H, W, C_, K2 = 5, 9, 6, 20
+    plan, args = conv2d_plan(H, W, C_, K2)
+    names = [a.name for a in args]
+
+    def conv_inputs(rng):
+        return {names[0]: K._rand(rng, (H + 2, W + 2, C_), "float32"), names[1]: K._rand(rng, (3, 3, C_, K2), "float32"),
+                names[2]: K._rand(rng, (H, W, K2), "float32")}
+
+    out.append(K.Kernel(plan, args, "conv3x3", inputs=conv_inputs,
+                        oracle=lambda v: {names[2]: v[names[2]] + conv2d_reference(v[names[0]], v[names[1]])}))
+    return out
+
+
+def _run_under_sanitizers(tmp_path: Path, mode, kernels=None) -> None:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
     if not _sanitizers_available(tmp_path):
         pytest.skip("gcc cannot link -fsanitize=address,undefined here (libasan/libubsan missing)")
-    kernels = _kernels()
+    kernels = kernels if kernels is not None else _kernels()
     pkg = acc.Package()
     fns = [pkg.add(k.source, args=k.args, base_name=k.base_name) for k in kernels]
     out = tmp_path / "out"
@@ -111,6 +142,12 @@ def test_debug_mode_wrappers_are_memory_safe(tmp_path, monkeypatch):
     # DEBUG mode adds heap copies of the written arrays and an element-wise comparison
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _run_under_sanitizers(tmp_path, acc.Package.Mode.DEBUG)
+
+
+def test_sample_kernels_are_memory_safe(tmp_path, monkeypatch):
+    # the optimized sgemm (packed panels, register tile, masked tails, OpenMP) and the conv2d sample
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _sample_kernels())
 
 
 def test_driver_catches_an_out_of_bounds_kernel(tmp_path, monkeypatch):
