@@ -16,6 +16,8 @@ Regressions (bugs these tests found, fixed in accpy/lower and accpy/targets/x86.
   vectorize[*_runtime_trip_count]        the tail of a runtime trip count: "not affine"
   vectorize[*_int32_to_float32]          int32 loads in a float32 vector loop were refused
   vectorize[avx2_i32_*_select]           AVX2 int32 had no >=, <=, != compares
+  vectorize[*_two_reductions_max]        two max accumulations into one element lost one
+  vectorize[*_unrolled_rows_inside]      unrolled copies a row apart were refused
   cache[*_index_X_trigger_X]             a trigger at the cache's own index copied nothing
   cache[B_index_j_trigger_i]             a multicache whose site loop unswitching cut: error
   cache[B_budget_then_budget]            budget caches of budget caches: unsupported
@@ -541,6 +543,42 @@ for _isa in TARGETS:
     for _d in ("f32", "i32"):
         case("vectorize", f"{_isa}_{_d}_runtime_trip_count", _isa == "avx512")(
             lambda isa=_isa, dt=VEC_DTYPES[_d]: _runtime_vector_case(isa, dt))
+
+
+def _two_reductions_case(isa, dt, op):
+    """Two statements reduce into one element (each with its own vector accumulator)."""
+    def body(i, j, x):
+        if op == "max":
+            x["S"][i] = acc.max(x["S"][i], x["A"][i, j])
+            x["S"][i] = acc.max(x["B"][i, j] - 1, x["S"][i])
+        else:
+            x["S"][i] += x["A"][i, j]
+            x["S"][i] += x["B"][i, j] * 2
+
+    return _vector_case(isa, dt, 2 * LANES32[isa] + 5, body)
+
+
+def _unrolled_rows_case(isa, dt, M):
+    """Rows unrolled inside the vectorized loop: the copies' elements are a row apart."""
+    def body(i, j, x):
+        x["C"][i, j] = acc.min(x["C"][i, j], x["A"][i, j] * 2) + x["v"][i]
+
+    nest, args, (i, j) = rows(M, 5, dt, body)
+    s = nest.create_schedule()
+    s.reorder(j, i)
+    p = s.create_plan(TARGETS[isa])
+    p.unroll(i)
+    p.vectorize(j)
+    return Case([nest], args, p)
+
+
+for _isa in TARGETS:
+    for _d in ("f32", "i32"):
+        for _op in ("max", "add"):
+            case("vectorize", f"{_isa}_{_d}_two_reductions_{_op}", _isa == "avx512")(
+                lambda isa=_isa, dt=VEC_DTYPES[_d], op=_op: _two_reductions_case(isa, dt, op))
+        case("vectorize", f"{_isa}_{_d}_unrolled_rows_inside", _isa == "avx512")(
+            lambda isa=_isa, dt=VEC_DTYPES[_d]: _unrolled_rows_case(isa, dt, 4))
 
 
 @pytest.mark.parametrize("name", case_params("vectorize"))

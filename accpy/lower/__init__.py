@@ -122,17 +122,14 @@ def default_arguments(stmt) -> tuple:
 def lower_function(plan, name: str, args=None) -> Function:
     space = plan.schedule.space
     stmt, cache_bufs, fills = lower_loops(space, plan.loop_annotations(), plan.target, plan)
-    private = set()
     if plan.parallel is not None:
-        indices, policy, threads = plan.parallel
+        _, policy, threads = plan.parallel
         stmt = _log("parallelize", mark_parallel(stmt, policy, threads))
-        # a cache filled inside the outermost parallel loop is per thread; one filled at or
-        # outside it is shared (its parallel iterations touch disjoint elements of it)
-        first = min(space.position(ix) for ix in indices)
-        position = {d.var: k for k, d in enumerate(space.dims)}
-        private = {b for b, v in fills.items() if position.get(v, -1) > first}
+    # a cache filled inside a parallel loop (at a later schedule position) is per thread
+    position = {d.var: k for k, d in enumerate(space.dims)}
+    fill_position = {b: position.get(v) for b, v in fills.items()}
     temps = [b for b in buffers_of(stmt) if b.role == "temp"]
-    stmt = place_buffers(stmt, cache_bufs, zero=False, private=private)
+    stmt = place_buffers(stmt, cache_bufs, zero=False, fill_position=fill_position, loop_position=position)
     for b in reversed(temps):
         stmt = Alloc(b, stmt, zero=True)
     if cache_bufs:

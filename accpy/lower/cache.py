@@ -4,14 +4,16 @@ Runs right after `unswitch`, when every loop's bounds are exact (no padding is l
 footprints computed from loop bounds touch only real elements. For a cache at index d:
 every loop over d is a *site*; the block is the box hull of the elements its body
 touches (Fourier–Motzkin over the loop bounds, per array dimension), as affine
-functions of the enclosing loops. Before the site the block is copied in (if the
-array is read there, or not fully overwritten), after it written back (mutable arrays
-only); inside, accesses go to the cache. A multicache (trigger index t) copies, at each
-loop over t, every block the inner sites will visit, into a buffer with one leading
-dimension per intermediate loop the blocks move with (packed panels). When the blocks are
-not one affine function of those loops (e.g. unswitching cut the site loop into a full
-tiles piece and a tail), the multicache holds the trigger slice's block instead: the
-same elements, as one panel. A trigger at the cache's own index is an ordinary cache.
+functions of the enclosing loops, clamped to the array's bounds (the projections are
+rational, so they may reach a little past the elements really touched). Before the site
+the block is copied in (if the array is read there, or not certainly all written: see
+`_covers_box`), after it written back (mutable arrays only); inside, accesses go to the
+cache. A multicache (trigger index t) copies, at each loop over t, every block the inner
+sites will visit, into a buffer with one leading dimension per intermediate loop the
+blocks move with (packed panels). When the blocks are not one affine function of those
+loops (e.g. unswitching cut the site loop into a full tiles piece and a tail), the
+multicache holds the trigger slice's block instead: the same elements, as one panel. A
+trigger at the cache's own index is an ordinary cache.
 
 Guarantees afterwards: each cache is a `Buffer` of role "cache", allocated once at
 function level, accessed only inside its sites (and copy loops); results are unchanged.
@@ -156,18 +158,32 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Bl
                 raise ScheduleError(f"cache of {buf.name}: subscript {k} is not affine")
             los[k].append(_extreme(a, cons, drop, False, ctx))
             his[k].append(_extreme(a, cons, drop, True, ctx))
-    lo_e, hi_e, lo_aff, ext_max = [], [], [], []
+    lo_e, hi_e, lo_aff, hi_aff, ext_max = [], [], [], [], []
     for k in range(rank):
         # union over accesses: the smallest lower bound, the largest upper bound
         lows = _union(ctx, [b for bs in los[k] for b in (bs if len(bs) == 1 else [])], los[k], lower=True)
         ups = _union(ctx, [b for bs in his[k] for b in (bs if len(bs) == 1 else [])], his[k], lower=False)
-        lo_e.append(lows[1])
-        hi_e.append(ups[1])
-        lo_aff.append(lows[0])
-        ext_max.append(_max_extent(ctx, lows[0], ups[0], buf.name, k))
+        ext_max.append(_max_extent(ctx, lows[0], ups[0], buf.name, k, los[k], his[k]))
+        # Projections are rational, so the box may reach past the elements really touched
+        # (never past them inside the array... but past the array's ends): clamp it there
+        lo, lo_a = lows[1], lows[0]
+        if lo_a is not None and not ctx.implies(lo_a) and ctx.implies(-lo_a):
+            lo, lo_a = Const(0), Affine.constant(0)  # starts at or before the array: at its start
+        elif lo_a is None or not ctx.implies(lo_a):
+            lo, lo_a = BinOp("max", lo, Const(0), ScalarType.index), None
+        hi, hi_a = ups[1], ups[0]
+        last = to_affine(buf.shape[k]) - 1 if to_affine(buf.shape[k]) is not None else None
+        if hi_a is not None and last is not None and not ctx.implies(last - hi_a) and ctx.implies(hi_a - last):
+            hi, hi_a = last.to_expr(), last
+        elif hi_a is None or last is None or not ctx.implies(last - hi_a):
+            hi, hi_a = BinOp("min", hi, idx_op("sub", buf.shape[k], Const(1)), ScalarType.index), None
+        lo_e.append(lo)
+        hi_e.append(hi)
+        lo_aff.append(lo_a)
+        hi_aff.append(hi_a)
     reads = any(a.is_read for a in accesses)
     writes = any(a.is_write for a in accesses)
-    full = writes and not reads and _covers_box(accesses, ctx)
+    full = writes and not reads and _covers_box(accesses, ctx, lo_aff, hi_aff)
     return _Block(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx)
 
 
@@ -195,26 +211,56 @@ def _union(ctx, singles, groups, lower: bool):
     return None, expr
 
 
-def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], name, k) -> int:
-    if lo is None or hi is None:
-        raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} is not affine")
-    d = hi - lo + 1
+def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], name, k, low_groups=(),
+                up_groups=()) -> int:
+    """The largest extent of the block along dimension k over all executions of the site.
+
+    When the block's first or last element is not one affine expression (a min / max of
+    several, e.g. in skewed loops), each access's bounds bound it: the block spans at most
+    max over accesses a, b of (a's upper bound - b's lower bound + 1), with any one of the
+    upper bounds of a (their min is a's upper end) and of the lower bounds of b.
+    """
+    if lo is not None and hi is not None:
+        d = hi - lo + 1
+        if d.is_const:
+            return max(d.const, 0)
+        v = _constant_upper(ctx, d)
+        if v is None:
+            raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
+                                f"sizes; caches need blocks of bounded size")
+        return max(v, 0)
+    best = 0
+    for ups in up_groups:
+        for lows in low_groups:
+            cands = []
+            for u in ups:
+                for low in lows:
+                    v = _constant_upper(ctx, u.num * low.den - low.num * u.den)
+                    if v is not None:
+                        cands.append(v // (u.den * low.den) + 1)
+            if not cands:
+                raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
+                                    f"sizes; caches need blocks of bounded size")
+            best = max(best, min(cands))
+    return best
+
+
+def _constant_upper(ctx: ConstraintSet, d: Affine) -> Optional[int]:
+    """A constant upper bound of `d` over the points of `ctx` (None: not bounded by constants)."""
     if d.is_const:
-        return max(d.const, 0)
+        return d.const
     t = Var("t")
     pr = ctx.add(Affine.var(t) - d, d - Affine.var(t)).project_onto([t])
     if pr is None:
-        raise ScheduleError(f"cache of {name}: cannot bound the block's extent")
+        return None
     _, ups = pr.bounds(t)
     vals = [b.num.const // b.den for b in ups if b.num.is_const]
-    if not vals:
-        raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} depends on runtime sizes; "
-                            f"caches need blocks of bounded size")
-    return max(min(vals), 0)
+    return min(vals) if vals else None
 
 
-def _covers_box(accesses, ctx: ConstraintSet) -> bool:
-    """Do the writes certainly fill the whole box (so the block need not be copied in)?
+def _covers_box(accesses, ctx: ConstraintSet, first: list, last: list) -> bool:
+    """Do the writes certainly fill the whole box [first, last] (so the block need not be
+    copied in)? `first` / `last`: the block's ends per dimension (Affine; None: unknown).
 
     Every write is unconditional and *dense*: each subscript moves with its own loops only
     (no loop feeds two subscripts), their coefficients form a mixed radix (sorted by size:
@@ -250,6 +296,8 @@ def _covers_box(accesses, ctx: ConstraintSet) -> bool:
                 return a[:d] + [(x[d][0], y[d][1])] + a[d + 1:]
         return None
 
+    if any(x is None for x in first + last):
+        return False
     while len(boxes) > 1:
         for m in range(len(boxes)):
             for n in range(m + 1, len(boxes)):
@@ -262,7 +310,8 @@ def _covers_box(accesses, ctx: ConstraintSet) -> bool:
             break
         else:
             return False
-    return True
+    # the union is the block itself (the block's projection may be looser than the writes)
+    return all(same(lo, a) and same(hi, b) for (lo, hi), a, b in zip(boxes[0], first, last))
 
 
 def _dense_box(w: _Access):
@@ -710,8 +759,9 @@ class _Rewrite(Mutator):
         for k, o in enumerate(origin):
             hull_hi = to_affine(blk_all.hi[k])
             full = Const(shape_blk[k])
-            if hull_hi is None:
-                exts.append(full)
+            if hull_hi is None:  # (a min / max, e.g. clamped to the array's end)
+                exts.append(BinOp("min", full, idx_op("add", idx_op("sub", blk_all.hi[k], o.to_expr()), Const(1)),
+                                  ScalarType.index))
             else:
                 exts.append(BinOp("min", full, (hull_hi - o + 1).to_expr(), ScalarType.index))
         src = info.source

@@ -3,13 +3,13 @@
 A loop of kind `parallel` becomes `#pragma omp parallel for`; directly nested parallel
 loops with rectangular bounds are collapsed into it, any other parallel loop nested
 inside runs serially (no nested parallel regions). A cache filled inside a parallel loop
-(its trigger or site index is nested in the parallel index) is private: allocated inside
-the loop's body (one per thread), and also at function level when code outside every
-parallel loop uses it (a piece of the loop's range that unswitching left outside, e.g. a
-last iteration). A cache filled at or outside the parallel loop is shared, at function
-level like everything else: the parallel iterations only read it or write disjoint
-elements of it (parallelize refuses statements whose written element does not move with
-the parallel indices).
+(its trigger or site index comes after the loop's index in the schedule's order) is
+private to it: allocated inside the loop's body, one per thread. Used anywhere else (a
+parallel loop at or inside its fill index -- e.g. where unswitching left a single
+iteration of an outer parallel index, whose loop is gone -- or code outside every parallel
+loop), it is also allocated at function level and shared there: such parallel iterations
+only read it or write disjoint elements of it (parallelize refuses statements whose
+written element does not move with the parallel indices).
 
 Guarantees afterwards: parallel loops carry ("collapse", n), ("policy", p) and
 ("threads", t) attributes; no parallel loop is nested in another; every cache is
@@ -78,25 +78,28 @@ def _parallel_loops(stmt) -> list:
     return out
 
 
-def place_buffers(stmt, buffers, zero: bool, private=()):
+def place_buffers(stmt, buffers, zero: bool, fill_position=None, loop_position=None):
     """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`.
 
-    `private`: ids of the buffers each thread needs its own copy of (see the module doc).
+    `fill_position`: id(buffer) -> schedule position of the loop that fills it (caches);
+    `loop_position`: loop var -> its schedule position. See the module doc.
     """
-    priv = [b for b in buffers if id(b) in private]
-    shared = [b for b in buffers if id(b) not in private]
-    if priv:
-        for p in _parallel_loops(stmt):
-            inside = _written_buffers(p.body)
-            for b in priv:
-                if id(b) in _read_buffers(p.body) and id(b) not in inside:
-                    raise ScheduleError(f"cache {b.name} is read inside the parallel loop over {p.var.name} "
-                                        f"but filled outside it")
-        stmt = _WrapParallel(priv, zero).visit(stmt)
-        outside = _uses_outside_parallel(stmt, priv)
-        for b in reversed([b for b in priv if b in outside]):
-            stmt = Alloc(b, stmt, zero=zero)
-    for b in reversed(shared):
+    fill_position = fill_position or {}
+    loop_position = loop_position or {}
+
+    def private_in(p: For, b) -> bool:
+        fp, lp = fill_position.get(id(b)), loop_position.get(p.var)
+        return fp is not None and lp is not None and fp > lp
+
+    for p in _parallel_loops(stmt):
+        written, read = _written_buffers(p.body), _read_buffers(p.body)
+        for b in buffers:
+            if private_in(p, b) and id(b) in read and id(b) not in written:
+                raise ScheduleError(f"cache {b.name} is read inside the parallel loop over {p.var.name} "
+                                    f"but filled outside it")
+    stmt = _WrapParallel(buffers, zero, private_in).visit(stmt)
+    outside = _uses_outside_own_allocs(stmt, buffers)
+    for b in reversed([b for b in buffers if id(b) in outside]):
         stmt = Alloc(b, stmt, zero=zero)
     return stmt
 
@@ -133,36 +136,34 @@ def _written_buffers(stmt) -> set:
     return out
 
 
-def _uses_outside_parallel(stmt, bufs) -> list:
+def _uses_outside_own_allocs(stmt, bufs) -> set:
+    """ids of the buffers accessed somewhere not inside an Alloc of that same buffer."""
     ids = {id(b) for b in bufs}
-    found = []
+    found = set()
 
     class V(Visitor):
-        def visit_For(self, f):
-            if f.kind == "parallel":
-                return
-            self.generic_visit(f)
+        def __init__(self):
+            self.inside: list = []
 
-        def visit_Load(self, n):
-            if id(n.buffer) in ids:
-                found.append(n.buffer)
+        def visit_Alloc(self, a):
+            self.inside.append(id(a.buffer))
+            self.generic_visit(a)
+            self.inside.pop()
+
+        def _use(self, n):
+            if id(n.buffer) in ids and id(n.buffer) not in self.inside:
+                found.add(id(n.buffer))
             self.generic_visit(n)
 
-        def visit_Store(self, n):
-            if id(n.buffer) in ids:
-                found.append(n.buffer)
-            self.generic_visit(n)
-
-        visit_VLoad = visit_Load
-        visit_VStore = visit_Store
+        visit_Load = visit_Store = visit_VLoad = visit_VStore = _use
 
     V().visit(stmt)
     return found
 
 
 class _WrapParallel(Mutator):
-    def __init__(self, bufs, zero):
-        self.bufs, self.zero = bufs, zero
+    def __init__(self, bufs, zero, private_in):
+        self.bufs, self.zero, self.private_in = bufs, zero, private_in
 
     def visit_For(self, f: For):
         if f.kind != "parallel":
@@ -170,7 +171,7 @@ class _WrapParallel(Mutator):
         used = {id(b) for b in buffers_of(f.body)}
         body = f.body
         for b in reversed(self.bufs):
-            if id(b) in used:
+            if id(b) in used and self.private_in(f, b):
                 body = Alloc(b, body, zero=self.zero)
         # collapsed inner loops must stay perfectly nested: allocate inside the innermost one
         return For(f.var, f.lo, f.hi, _sink_allocs(body), f.kind, f.attrs)

@@ -102,21 +102,53 @@ def _vector_dtype(stores):
     return t
 
 
+def _coef_of(e, lane: Var):
+    """The coefficient of `lane` in the index expression `e`, or None when `e` is not affine
+    in it. Parts without `lane` may be anything (e.g. a block origin `max(4*i - 3, 0)`)."""
+    if not _mentions(e, lane):
+        return 0
+    if e is lane:
+        return 1
+    if isinstance(e, BinOp) and e.op in ("add", "sub"):
+        a, b = _coef_of(e.a, lane), _coef_of(e.b, lane)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "add" else a - b
+    if isinstance(e, BinOp) and e.op == "mul":
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(x, Const) and not _mentions(x, lane):
+                c = _coef_of(y, lane)
+                return None if c is None else int(x.value) * c
+    a = to_affine(e)
+    return a.coef(lane) if a is not None else None
+
+
+def _mentions(e, v) -> bool:
+    found = []
+
+    class V(Visitor):
+        def visit_Var(self, n):
+            if n is v:
+                found.append(n)
+
+    V().visit(e)
+    return bool(found)
+
+
 def _lane_coef(buffer, indices, lane: Var) -> int:
     """How many elements the address moves when the loop counter moves by one."""
-    total = Affine.constant(0)
+    total = 0
     for ix, st in zip(indices, buffer.strides):
-        a = to_affine(ix)
-        s = to_affine(st)
-        if a is None:
+        c = _coef_of(ix, lane)
+        if c is None:
             raise NotVectorizable(f"the subscript of {buffer.name} is not affine")
-        c = a.coef(lane)
         if c == 0:
             continue
+        s = to_affine(st)
         if s is None or not s.is_const:
             raise NotVectorizable(f"{buffer.name} has a runtime stride along the vectorized loop")
-        total = total + c * s.const
-    return total.const
+        total += c * s.const
+    return total
 
 
 _REDUCE_H = {"add": "hadd", "sub": "hadd", "mul": "hmul", "min": "hmin", "max": "hmax"}
@@ -147,10 +179,6 @@ class _Chunk:
     def _load(self, e, dtype):
         """A load: a vector load when its address moves by one element per lane (elements
         of `dtype`), the scalar load when it does not move."""
-        for ix in e.indices:
-            a = to_affine(ix)
-            if a is None:
-                raise NotVectorizable(f"the subscript of {e.buffer.name} is not affine")
         c = _lane_coef(e.buffer, e.indices, self.lane)
         if c == 0:
             return e, False
@@ -230,24 +258,68 @@ class _Chunk:
         raise NotVectorizable(f"cannot vectorize {type(e).__name__}")
 
 
-def _check_lane_independence(stores, lane):
-    """Lanes run at once: a written element may only be touched again at the same subscript."""
-    writes = {}
-    for s in stores:
-        writes.setdefault(s.buffer, set()).add(s.indices)
+def _offset(buffer, indices):
+    """The element offset of an access as an Affine (None when a stride is not constant)."""
+    total = Affine.constant(0)
+    for ix, st in zip(indices, buffer.strides):
+        a, c = to_affine(ix), to_affine(st)
+        if a is None or c is None or not c.is_const:
+            return None
+        total = total + a * c.const
+    return total
 
-    class V(Visitor):
-        def visit_Load(self, n):
-            if n.buffer in writes and any(n.indices != w for w in writes[n.buffer]):
-                raise NotVectorizable(f"{n.buffer.name} is written and read at different elements in the "
-                                      f"loop, so its iterations depend on each other")
-            self.generic_visit(n)
 
-    for s in stores:
+def _check_lane_independence(stores, lane, span):
+    """The lanes of a chunk run statement by statement, so two accesses to one buffer (one of
+    them a write) may not meet in different lanes. Iterations in one chunk are fewer than
+    `span` apart (the vector width, or the trip count if smaller). Accesses that move with
+    the loop: the same element in the same lane, elements at least `span` apart, or two
+    reductions with one operator (they commute). Accesses
+    that do not move (reductions, after `_as_accumulation`): different elements, or the same
+    element reduced by statements with the same operator; nothing else may read it.
+    """
+    accesses = []  # (buffer, indices, is_write, statement number, reduce)
+    for k, s in enumerate(stores):
+        accesses.append((s.buffer, s.indices, True, k, s.reduce))
+
+        class V(Visitor):
+            def visit_Load(self, n):
+                accesses.append((n.buffer, n.indices, False, k, None))
+                self.generic_visit(n)
+
         V().visit(s.value)
-    for b, idxs in writes.items():
-        if len(idxs) > 1:
-            raise NotVectorizable(f"{b.name} is written at different elements in one iteration")
+    for x in range(len(accesses)):
+        for y in range(x + 1, len(accesses)):
+            bx, ix, wx, kx, rx = accesses[x]
+            by, iy, wy, ky, ry = accesses[y]
+            if bx is not by or not (wx or wy):
+                continue
+            cx, cy = _lane_coef(bx, ix, lane), _lane_coef(by, iy, lane)
+            if cx not in (0, 1) or cy not in (0, 1):
+                continue  # a strided access: refused later, with its own message
+            ox, oy = _offset(bx, ix), _offset(by, iy)
+            d = (ox - oy) if ox is not None and oy is not None else None
+            same = ix == iy or (d is not None and d.is_const and d.const == 0)
+            apart = d is not None and d.is_const and d.const != 0
+            if cx == cy == 1:
+                # reductions with one operator commute: each statement's vector update reads
+                # what the earlier ones wrote (e.g. U[j] += a; U[j - 1] += b, unrolled copies)
+                commute = wx and wy and rx is not None and (rx == ry or {rx, ry} == {"add", "sub"}) \
+                    and rx != "div"
+                ok = same or (apart and abs(d.const) >= span) or commute
+            elif cx == cy == 0:
+                ok = apart or (same and wx and wy and rx == ry and rx is not None)
+            else:
+                ok = False
+            if not ok:
+                if wx and wy and cx == cy == 0 and same:
+                    raise NotVectorizable(f"two statements reduce into the same element of {bx.name} with "
+                                          f"different operators ({rx or '='} and {ry or '='})")
+                if wx and wy:
+                    raise NotVectorizable(f"{bx.name} is written at different elements in one iteration "
+                                          f"that other iterations of the loop touch")
+                raise NotVectorizable(f"{bx.name} is written and read at different elements in the "
+                                      f"loop, so its iterations depend on each other")
 
 
 def _as_accumulation(s: Store, lane: Var):
@@ -288,7 +360,6 @@ def _reads(e, buffer) -> bool:
 
 def _vectorize_loop(f: For, stores, isa):
     lane = f.var
-    _check_lane_independence(stores, lane)
     W = isa.lanes
     trip = to_affine(BinOp("sub", f.hi, f.lo, ScalarType.index))
     # accumulations written as assignments (`S[i] = max(S[i], A[i, j])`) are reductions too
@@ -300,6 +371,8 @@ def _vectorize_loop(f: For, stores, isa):
         if sw:
             swapped.add(id(s2))
     stores = normalized
+    span = min(W, trip.const) if trip is not None and trip.is_const else W
+    _check_lane_independence(stores, lane, max(span, 1))
     # reductions into targets that do not move with the loop
     accs = {}
     for s in stores:
@@ -368,10 +441,8 @@ def _vectorize_loop(f: For, stores, isa):
         else:
             init.append(VAssign(acc, Broadcast(target, W)))
         h = HReduce(_REDUCE_H[s.reduce], acc)
-        if s.reduce in ("min", "max"):
-            final.append(Store(s.buffer, s.indices, h))
-        else:
-            final.append(Store(s.buffer, s.indices, h, "sub" if s.reduce == "sub" else s.reduce))
+        # min / max too combine with the element (another statement may reduce into it as well)
+        final.append(Store(s.buffer, s.indices, h, s.reduce))
     return VDecl(tuple(accs.values()), block(*init, *body, *final))
 
 

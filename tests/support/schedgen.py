@@ -49,6 +49,10 @@ Extending it
     (`plan_steps=` says how many).
   * an extra check on each run: `check_cases(..., extra_checks=[fn(realized, inputs,
     outputs) -> message or None])`.
+
+Random plans (unroll, vectorize, caches, parallelize) on top of random schedules: see the
+section "random PLANS" at the end (`draw_plan_case`, `random_plan_cases`, `plan_cases`,
+`check_plan_cases`, `plan_ir_to_python`), used by tests/test_property_plans.py.
 """
 from __future__ import annotations
 
@@ -340,6 +344,7 @@ class Case:
             if s.target == "plan" and not planned:
                 lines.append("plan = schedule.create_plan()")
                 planned = True
+            planned = planned or "plan" in s.results  # e.g. plan = schedule.create_plan(target)
             lines.append(s.code())
         return "\n".join(lines)
 
@@ -1048,12 +1053,12 @@ def steps_from_code(code: str) -> tuple:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        m = re.fullmatch(r"(?:([\w, ]+?),?\s*=\s*)?(\w+)\.(\w+)\((.*)\)", line)
+        m = re.fullmatch(r"(?:([\w, ]+?),?\s*=\s*)?([\w.]+)\.(\w+)\((.*)\)", line)
         if not m:
             raise ValueError(f"not a step: {line!r}")
         results, target, op, argtext = m.groups()
-        if target == "schedule" and op == "create_plan":
-            continue
+        if target == "schedule" and op == "create_plan" and not argtext.strip():
+            continue  # the default plan (a step with a target argument is kept)
         args, kwargs = _parse_args(argtext)
         res = tuple(x.strip() for x in results.split(",") if x.strip()) if results else ()
         out.append(Step(op, args, kwargs, res, target))
@@ -1068,6 +1073,8 @@ def _parse_args(text):
     def conv(node):
         if isinstance(node, ast.Name):
             return Ref(node.id)
+        if isinstance(node, ast.Attribute):  # e.g. acc.ScalarType.int64
+            return Ref(ast.unparse(node))
         if isinstance(node, ast.Dict):
             return Mapping((conv(k), conv(v)) for k, v in zip(node.keys, node.values))
         if isinstance(node, ast.Constant):
@@ -1140,3 +1147,705 @@ def minimize(case: Case, output_dir, what: Optional[str] = None, max_attempts: i
             if attempts >= max_attempts:
                 break
     return case
+
+
+# =========================================================================================
+# random PLANS on random schedules (unroll, vectorize, cache, parallelize)
+# =========================================================================================
+#
+# `draw_plan_case(chooser)` draws a schedule case as above (split/tile/reorder/skew/pad),
+# then plan steps on the final schedule, each checked against the logic first so that it
+# is legal by construction as far as the schedule alone can tell:
+#   * cache: an array the logic uses, at a random index, level or budget (max_elements);
+#     for an INPUT sometimes a trigger index at or above the cache's; sometimes another
+#     layout, a wider element type, thrifty, double buffering, or a cache of an earlier
+#     cache at a lower level;
+#   * vectorize: an index along which every access is contiguous (one element apart in
+#     memory) or invariant, whose later indices all have small constant extents (they are
+#     unrolled, so the vectorized loop ends up innermost); the element type is int32 or
+#     float32; sometimes with an AVX2 target instead of the host's;
+#   * unroll: one or two of the last indices with a small constant extent;
+#   * parallelize: one or two contiguous outer indices that every written element moves
+#     with (no race), none of them unrolled or vectorized.
+# Plan calls that accpy rejects when they are made (Accera's argument rules) are dropped.
+# What the schedule cannot tell is only found when the loops are lowered; the reasons in
+# `LEGITIMATE_REJECTIONS` are accepted at build time (and counted), any other failure fails.
+#
+# `check_plan_cases` builds a batch as one package and checks every case like
+# `check_cases` -- but the lowered IR (vector statements included) runs in Python through
+# `plan_ir_to_python`, with bounds-checked linear memory (vector lanes included), before
+# the native call.
+
+def avx2_target_steps() -> list:
+    """Steps making `plan` for this host without its AVX-512 extensions (32-byte vectors)."""
+    exts = tuple(e for e in acc.Target.HOST.extensions if not e.startswith("avx512"))
+    return [Step("HOST", (), (("extensions", exts), ("vector_bytes", 32)), results=("avx2",), target="acc.Target"),
+            Step("create_plan", (Ref("avx2"),), results=("plan",))]
+
+# build-time rejections that are legitimate for the plans drawn here: (pattern, why, only for
+# nests with runtime sizes)
+LEGITIMATE_REJECTIONS = [
+    (r"ScheduleError: vectorize\(\w+\): the loop over \w+ is inside it",
+     "the vectorized loop is not innermost after unrolling: an inner loop kept a runtime trip "
+     "count (runtime sizes, or the pieces of a skewed / padded dimension), so it was not unrolled", False),
+    (r"ScheduleError: vectorize\(\w+\): its body has a condition",
+     "a guard that depends on runtime sizes is left inside the vectorized loop", True),
+    (r"ScheduleError: vectorize\(\w+\): \w+ has a runtime stride along the vectorized loop",
+     "vectorized along a dimension whose stride is a runtime size", True),
+    (r"ScheduleError: cache of \w+: no key-slice has an active block within max_elements",
+     "the budget is smaller than the block of the innermost key-slice", False),
+    (r"ScheduleError: cache of \w+: the block's extent along dimension \d+ depends on runtime sizes",
+     "caches need blocks of bounded size; this one grows with a runtime size", True),
+    (r"ScheduleError: cache: the bounds of loop \w+ are not affine",
+     "caches of runtime-size nests whose split loops have floor-division bounds are not supported", True),
+    (r"ScheduleError: cache of \w+: the block's extent along dimension \d+ is not affine",
+     "a cache block of a runtime-size nest whose extent is not an affine function of the loops", True),
+    (r"ScheduleError: cache: the footprint is unbounded",
+     "a cache block of a runtime-size nest without a bound", True),
+    (r"ScheduleError: cache of \w+_cache: subscript \d+ is not affine",
+     "a cache of a cache whose source block starts at a floor division (split or skewed loops with "
+     "rational bounds): the inner cache's subscripts are not affine", False),
+    (r"ScheduleError: unrolling loop \w+ would emit more than \d+ copies",
+     "the unrolled loops together have too many iterations", False),
+]
+
+
+def legitimate_rejection(error_text: str, spec: Optional[NestSpec] = None) -> Optional[str]:
+    """The reason (from LEGITIMATE_REJECTIONS) a build failure is acceptable, or None."""
+    last = error_text.strip().splitlines()[-1] if error_text.strip() else ""
+    runtime = spec is not None and NEST_KINDS[spec.kind].runtime_sizes
+    for pattern, why, runtime_only in LEGITIMATE_REJECTIONS:
+        if re.search(pattern, last) and (runtime or not runtime_only):
+            return why
+    return None
+
+
+# -- what the logic does along each schedule index --------------------------------------------
+
+
+def _accesses_in_schedule(state) -> list:
+    """(buffer, subscripts over schedule dim vars, is_store) of every access of every statement."""
+    from accpy.ir.affine import substitute_indices
+    from accpy.ir.visitor import Visitor
+
+    out = []
+    for part in state.schedule.space.parts:
+        for st in part.statements:
+            store = substitute_indices(st.store, part.index_map)
+            out.append((store.buffer, store.indices, True))
+
+            class V(Visitor):
+                def visit_Load(self, n):
+                    out.append((n.buffer, n.indices, False))
+                    self.generic_visit(n)
+
+            V().visit(store.value)
+    return out
+
+
+def _dim_var(state, name):
+    for d in state.schedule.space.dims:
+        if d.name == name:
+            return d.var
+    raise KeyError(name)
+
+
+def _memory_step(buffer, indices, var) -> Optional[int]:
+    """Elements the address moves when `var` moves by one (None: not a constant)."""
+    from accpy.ir.affine import to_affine
+
+    total = 0
+    for ix, stride in zip(indices, buffer.strides):
+        a, s = to_affine(ix), to_affine(stride)
+        if a is None:
+            return None
+        c = a.coef(var)
+        if c == 0:
+            continue
+        if s is None or not s.is_const:
+            return None
+        total += c * s.const
+    return total
+
+
+def _cache_strides(buffer, layout_last: bool) -> tuple:
+    """Element strides of a cache of `buffer` (its block's dims in the cache's own layout)."""
+    from accpy.ir.expr import Const
+
+    n = buffer.rank
+    strides, acc_ = [0] * n, 1
+    for d in (range(n) if layout_last else reversed(range(n))):
+        strides[d] = acc_
+        acc_ *= 1000  # any extent: only which stride is 1 matters here
+    return tuple(Const(x) for x in strides)
+
+
+def vectorizable_along(state, name) -> bool:
+    """Every access contiguous along the index or invariant (in the array and in the layout
+    of any cache of it); the element type is int32 or float32."""
+    import dataclasses as _dc
+
+    var = _dim_var(state, name)
+    cached = {}
+    for c in state.plan.caches:
+        buf = c.array.buffer
+        cached.setdefault(id(buf), []).append(c.layout is acc.Array.Layout.LAST_MAJOR)
+    for buf, indices, is_store in _accesses_in_schedule(state):
+        if buf.dtype.name not in ("int32", "float32"):
+            return False
+        views = [buf] + [_dc.replace(buf, strides=_cache_strides(buf, last)) for last in cached.get(id(buf), [])]
+        if any(_memory_step(v, indices, var) not in (0, 1) for v in views):
+            return False
+    return True
+
+
+def race_free(state, names) -> bool:
+    """Parallel iterations never write one element: every statement's written element moves
+    with each parallel index, a subscript that moves with one moves with no later (inner)
+    index, and parallel indices sharing a subscript form a mixed radix of their constant
+    extents (e.g. 6*j + j1 with j1 < 6). Stricter than accpy's own check, which only asks
+    that the element moves with each parallel index (see
+    test_plan_errors.py::test_parallelizing_a_skewed_index_that_races)."""
+    from accpy.ir.affine import to_affine
+
+    dims = state.schedule.space.dims
+    order = [d.var for d in dims]
+    extents = {d.var: e for d, (_, e, _) in zip(dims, state.dims())}
+    pvars = [_dim_var(state, n) for n in names]
+    inner = set(order[max(order.index(v) for v in pvars) + 1:])
+    for buf, indices, is_store in _accesses_in_schedule(state):
+        if not is_store:
+            continue
+        affs = [to_affine(ix) for ix in indices]
+        if any(a is None for a in affs):
+            return False
+        for v in pvars:
+            if not any(a.coef(v) != 0 for a in affs):
+                return False
+        for a in affs:
+            ps = sorted((v for v in pvars if a.coef(v) != 0), key=lambda v: abs(a.coef(v)))
+            if not ps:
+                continue
+            if any(a.coef(w) != 0 for w in inner):
+                return False
+            step = abs(a.coef(ps[0]))
+            for v, w in zip(ps, ps[1:]):
+                if extents[v] is None or abs(a.coef(w)) != step * extents[v]:
+                    return False
+                step = abs(a.coef(w))
+    return True
+
+
+def reductions_read_elsewhere(state, name) -> bool:
+    """Does a statement reduce into an element that does not move with the index while
+    another statement reads that array? (Vectorized, the element lives in a register.)"""
+    from accpy.ir.affine import substitute_indices
+    from accpy.ir.visitor import Visitor
+
+    var = _dim_var(state, name)
+    reduced, read_by = [], {}
+    k = 0
+    for part in state.schedule.space.parts:
+        for st in part.statements:
+            k += 1
+            store = substitute_indices(st.store, part.index_map)
+            if _memory_step(store.buffer, store.indices, var) == 0:
+                reduced.append((id(store.buffer), k))
+
+            class V(Visitor):
+                def visit_Load(self, n, k=k):
+                    read_by.setdefault(id(n.buffer), set()).add(k)
+                    self.generic_visit(n)
+
+            V().visit(store.value)
+    return any(read_by.get(b, set()) - {k} for b, k in reduced)
+
+
+# -- drawing plans ------------------------------------------------------------------------------
+
+
+def _try_apply(state, step) -> bool:
+    """Apply a plan step unless accpy rejects it on the spot (then nothing changes)."""
+    try:
+        state.apply(step)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def _arrays(state) -> list:
+    return [a for a in state.args if isinstance(a, acc.Array)]
+
+
+def _array_name(state, array) -> str:
+    for k, v in state.ns.items():
+        if v is array and not k.startswith("_"):
+            return k
+    raise KeyError(array.name)
+
+
+def _draw_caches(ch, state, max_caches=2) -> None:
+    dims = state.dims()
+    names = [n for n, _, _ in dims]
+    n = len(names)
+    made = []  # (variable name, level or None, budget or None)
+    for _ in range(ch.integer(0, max_caches)):
+        arrays = _arrays(state)
+        if made and ch.chance(0.2):
+            # a cache of an earlier cache, at a lower level (or a smaller budget)
+            src, lv, budget = ch.choice(made)
+            if budget is not None:
+                kwargs = (("max_elements", ch.integer(1, max(budget - 1, 1))),)
+            elif lv is not None and lv > 1:
+                kwargs = (("level", ch.integer(1, lv - 1)),)
+            else:
+                continue
+            arr_name = src
+            array = None
+        else:
+            array = ch.choice(arrays)
+            arr_name = _array_name(state, array)
+            mode = ch.choice(["index", "index", "level", "budget"])
+            kwargs = ()
+            if mode == "budget":
+                kwargs = (("max_elements", ch.choice([1, 4, 16, 30, 64, 200, 1000, 10_000])),)
+            else:
+                pos = ch.integer(0, n - 1)
+                kwargs = ((("index", Ref(names[pos])),) if mode == "index" else (("level", n - pos),))
+                if array.role is acc.Role.INPUT and ch.chance(0.35):
+                    t = ch.integer(0, pos)
+                    kwargs += ((("trigger_index", Ref(names[t])),) if mode == "index"
+                               else (("trigger_level", n - t),))
+                    if ch.chance(0.3):
+                        kwargs += (("double_buffer", True),)
+            if ch.chance(0.25):
+                kwargs += (("layout", Ref("acc.Array.Layout." + ch.choice(["LAST_MAJOR", "FIRST_MAJOR"]))),)
+            if ch.chance(0.1):
+                wide = "int64" if array.element_type.name == "int32" else "float64"
+                kwargs += (("element_type", Ref("acc.ScalarType." + wide)),)
+            if ch.chance(0.1):
+                kwargs += (("thrifty", True),)
+        var = f"cache{len(made)}"
+        step = Step("cache", (Ref(arr_name),), kwargs, results=(var,), target="plan")
+        if _try_apply(state, step):
+            c = state.ns[var]
+            made.append((var, c.level, c.max_elements))
+
+
+def _draw_vectorize(ch, state) -> Optional[str]:
+    """Vectorize an index whose later indices are small (unrolled); returns its name."""
+    dims = state.dims()
+    if state.spec.dtype not in ("int32", "float32"):
+        return None
+    # not outside a cache's key-slice: its copies would be inside the vectorized loop (a budget
+    # cache's key-slice is only known when lowering: then only the innermost index)
+    caches = state.plan.caches
+    inner_most = len(dims) - 1 if any(c.max_elements is not None for c in caches) else None
+    limit = max([len(dims) - c.level for c in caches if c.level is not None] + [0])  # the innermost cache index
+    candidates = []
+    for k, (name, ext, _) in enumerate(dims):
+        if k < limit or (inner_most is not None and k != inner_most):
+            continue
+        later = dims[k + 1:]
+        if any(e is None or e > 4 for _, e, _ in later):
+            continue
+        prod = 1
+        for _, e, _ in later:
+            prod *= e
+        if prod > 16 or not vectorizable_along(state, name) or reductions_read_elsewhere(state, name):
+            continue
+        candidates.append(k)
+    if not candidates:
+        return None
+    k = ch.choice(candidates)
+    for name, _, _ in dims[k + 1:]:
+        _try_apply(state, Step("unroll", (Ref(name),), target="plan"))
+    name = dims[k][0]
+    return name if _try_apply(state, Step("vectorize", (Ref(name),), target="plan")) else None
+
+
+def _draw_unrolls(ch, state, vectorized) -> None:
+    dims = state.dims()
+    small = [n for n, e, _ in dims[-3:] if e is not None and e <= 6 and n != vectorized]
+    if small:
+        for name in ch.subset(small, 1, min(2, len(small))):
+            _try_apply(state, Step("unroll", (Ref(name),), target="plan"))
+
+
+def _draw_parallelize(ch, state) -> None:
+    names = state.names()
+    kinds = state.plan.loop_annotations()
+    free = [n for n in names[:3] if _dim_var(state, n) not in kinds]
+    ok = [n for n in free if race_free(state, [n])]
+    if not ok:
+        return
+    first = ch.choice(ok)
+    k = names.index(first)
+    chosen = [first]
+    if k + 1 < len(names) and names[k + 1] in free and race_free(state, [first, names[k + 1]]) and ch.chance(0.4):
+        chosen.append(names[k + 1])
+    kwargs = ()
+    if ch.chance(0.3):
+        kwargs += (("policy", "dynamic"),)
+    if ch.chance(0.3):
+        kwargs += (("max_threads", ch.integer(1, 3)),)
+    arg = Ref(chosen[0]) if len(chosen) == 1 else tuple(Ref(x) for x in chosen)
+    _try_apply(state, Step("parallelize", (arg,), kwargs, target="plan"))
+
+
+def draw_plan_steps(ch, state) -> None:
+    """Draw and apply plan steps on `state` (its schedule steps done)."""
+    start = len(state.steps)
+    if ch.chance(0.25):
+        for step in avx2_target_steps():
+            state.apply(step)
+    runtime = NEST_KINDS[state.spec.kind].runtime_sizes  # (caches of those are mostly refused)
+    if ch.chance(0.2 if runtime else 0.75):
+        _draw_caches(ch, state)
+    vectorized = _draw_vectorize(ch, state) if ch.chance(0.6) else None
+    if ch.chance(0.4):
+        _draw_unrolls(ch, state, vectorized)
+    if ch.chance(0.45):
+        _draw_parallelize(ch, state)
+    if len(state.steps) == start + 2 and state.steps[-1].op == "create_plan":
+        del state.steps[start:]  # a target alone changes nothing worth a case
+
+
+def draw_plan_case(ch, kinds=None, dtypes=None, max_steps=4) -> Case:
+    """A random schedule case (see `draw_case`) with random plan steps on top."""
+    sched = [n for n, k in STEP_KINDS.items() if k.stage == "schedule"]
+    base = draw_case(ch, kinds=kinds, dtypes=dtypes, max_steps=max_steps, step_kinds=sched)
+    state = State(base.nest)
+    for step in base.steps:
+        state.apply(step)
+    draw_plan_steps(ch, state)
+    return Case(base.nest, tuple(state.steps), base.seed)
+
+
+@st.composite
+def plan_cases(draw, **kw):
+    """Hypothesis strategy of cases with plans (keyword arguments as for `draw_plan_case`)."""
+    return draw_plan_case(HypothesisChooser(draw), **kw)
+
+
+def random_plan_cases(rng, n: int, exclude=(), require_plan=True, **kw) -> list:
+    """`n` distinct cases with plans (at least one plan step, if `require_plan`)."""
+    ch = RandomChooser(rng)
+    out, seen = [], set(exclude)
+    tries = 0
+    while len(out) < n and tries < 50 * n:
+        tries += 1
+        c = draw_plan_case(ch, **kw)
+        if require_plan and not any(s.target == "plan" for s in c.steps):
+            continue
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
+    return out
+
+
+def plan_features(case: Case) -> set:
+    """What a case's plan uses (for coverage counts): cache, trigger, vectorize, avx2, ..."""
+    out = set()
+    for s in case.steps:
+        if s.op == "create_plan" and s.args:
+            out.add("avx2")
+        if s.target != "plan":
+            continue
+        out.add(s.op)
+        kw = dict(s.kwargs)
+        if s.op == "cache":
+            out.update(k for k in ("trigger_index", "trigger_level", "max_elements", "level", "index", "layout",
+                                   "element_type", "thrifty", "double_buffer") if k in kw)
+            if isinstance(s.args[0], str) and s.args[0].startswith("cache"):
+                out.add("cache_of_cache")
+        if s.op == "parallelize" and isinstance(s.args[0], tuple):
+            out.add("parallelize_2")
+    return out
+
+
+# -- the lowered IR (vector statements included) run in Python --------------------------------
+
+
+class _Mem:
+    """A buffer as bounds-checked linear memory: element (i, j, ...) is at sum(index * stride)."""
+
+    __slots__ = ("flat", "shape", "strides", "name")
+
+    def __init__(self, array, shape, strides, name):
+        self.flat = array.ravel(order="K") if array.ndim else array.reshape(1)
+        if array.size and not np.shares_memory(self.flat, array):
+            raise AssertionError(f"{name}: not a contiguous array")
+        self.shape, self.strides, self.name = tuple(shape), tuple(strides), name
+
+    @staticmethod
+    def alloc(shape, strides, dtype, name):
+        size = 1
+        for s in shape:
+            size *= max(int(s), 0)
+        return _Mem(np.zeros(size, dtype=dtype), shape, strides, name)
+
+    def _offset(self, idx):
+        off = 0
+        for k, (i, n, st) in enumerate(zip(idx, self.shape, self.strides)):
+            if not 0 <= i < n:
+                raise OutOfBounds(f"{self.name}{[int(x) for x in idx]} is out of bounds (shape {list(self.shape)})")
+            off += i * st
+        return off
+
+    def ld(self, idx):
+        return self.flat[self._offset(idx)]
+
+    def st(self, idx, v):
+        self.flat[self._offset(idx)] = v
+
+    def _lane(self, base, lane):
+        off = base + lane
+        if not 0 <= off < self.flat.size:
+            raise OutOfBounds(f"vector lane {lane} of {self.name} at element offset {off} is out of bounds "
+                              f"(size {self.flat.size})")
+        return off
+
+    def vld(self, idx, lanes, count):
+        base = self._offset(idx)
+        n = lanes if count is None else count
+        z = self.flat.dtype.type(0)
+        return [self.flat[self._lane(base, l)] if l < n else z for l in range(lanes)]
+
+    def vst(self, idx, values, lanes, count):
+        base = self._offset(idx)
+        n = lanes if count is None else count
+        for l in range(n):
+            self.flat[self._lane(base, l)] = values[l]
+
+
+def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
+    """Like `lowered_to_python`, for lowered functions with caches and vector statements.
+
+    Every buffer is linear memory addressed through its strides (caches have their own
+    layouts), bounds-checked per subscript and per vector lane; vector operations apply
+    the reference's scalar semantics lane by lane (float reductions and fma in the order
+    written, so within a tolerance of the native code).
+    """
+    from accpy.ir import vector as V
+    from accpy.ir.expr import BinOp, Buffer, Call, Cast, Load, UnOp, Var
+    from accpy.ir.stmt import Alloc, Block, Comment, Evaluate, For, If, Store
+    from accpy.ir.types import ScalarType
+    from accpy.nest import reference as R
+
+    class Gen(R._PyGen):
+        def __init__(self):
+            super().__init__()
+            self.vnames: dict = {}
+
+        def vvar(self, v):
+            if v.uid not in self.vnames:
+                self.vnames[v.uid] = f"vv{len(self.vnames)}_{v.name}"
+            return self.vnames[v.uid]
+
+        def lanewise(self, make, operands, dtypes):
+            """`[scalar(x, y, ...) for x, y, ... in zip(vectors)]` with the reference's scalar code."""
+            xs = [Var(f"x{k}", t) for k, t in enumerate(dtypes)]
+            body = self.expr(make(*xs))
+            params = ", ".join(self.name(x) for x in xs)
+            vecs = ", ".join(self.expr(o) for o in operands)
+            return f"[(lambda {params}: {body})(*_z) for _z in zip({vecs})]"
+
+        def sub(self, idx):
+            return "(" + "".join(self.index(i) + ", " for i in idx) + ")"
+
+        def expr(self, e):
+            if isinstance(e, Load):
+                return f"{self.buf(e.buffer)}.ld({self.sub(e.indices)})"
+            if isinstance(e, V.VLoad):
+                cnt = "None" if e.count is None else self.index(e.count)
+                return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt})"
+            if isinstance(e, V.Broadcast):
+                return f"[{self.expr(e.value)}] * {e.lanes}"
+            if isinstance(e, V.VVar):
+                return self.vvar(e)
+            if isinstance(e, V.VMask):
+                return f"[_l < {self.index(e.count)} for _l in range({e.lanes})]"
+            if isinstance(e, V.VBinOp):
+                if e.op.startswith("cmp_"):
+                    return self.lanewise(lambda x, y: BinOp(e.op[4:], x, y, ScalarType.bool), (e.a, e.b),
+                                         (e.a.dtype, e.b.dtype))
+                return self.lanewise(lambda x, y: BinOp(e.op, x, y, e.dtype), (e.a, e.b), (e.dtype, e.dtype))
+            if isinstance(e, V.VFma):
+                return self.lanewise(lambda x, y, z: BinOp("add", BinOp("mul", x, y, e.dtype), z, e.dtype),
+                                     (e.a, e.b, e.c), (e.dtype,) * 3)
+            if isinstance(e, V.VCall):
+                if e.fn == "neg":
+                    return self.lanewise(lambda x: UnOp("neg", x, e.dtype), e.args, (e.dtype,))
+                return self.lanewise(lambda x: Call(e.fn, (x,), e.dtype), e.args, (e.dtype,))
+            if isinstance(e, V.VCast):
+                return self.lanewise(lambda x: Cast(x, e.dtype), (e.value,), (e.value.dtype,))
+            if isinstance(e, V.VSelect):
+                return f"[(_a if _c else _b) for _c, _a, _b in zip({self.expr(e.cond)}, {self.expr(e.a)}, " \
+                       f"{self.expr(e.b)})]"
+            if isinstance(e, V.HReduce):
+                op = {"hadd": "add", "hmul": "mul", "hmin": "min", "hmax": "max"}[e.op]
+                x, y = Var("hx", e.dtype), Var("hy", e.dtype)
+                body = self.expr(BinOp(op, x, y, e.dtype))
+                return f"_fold(lambda {self.name(x)}, {self.name(y)}: {body}, {self.expr(e.value)})"
+            return super().expr(e)
+
+    g = Gen()
+    lines: list = []
+
+    def emit(s, depth):
+        pad = "    " * depth
+        if isinstance(s, Block):
+            for x in s.stmts:
+                emit(x, depth)
+            if not s.stmts:
+                lines.append(pad + "pass")
+        elif isinstance(s, For):
+            lines.append(f"{pad}for {g.name(s.var)} in _range({g.index(s.lo)}, {g.index(s.hi)}):")
+            emit(s.body, depth + 1)
+        elif isinstance(s, If):
+            lines.append(f"{pad}if {g.expr(s.cond)}:")
+            emit(s.then, depth + 1)
+            if s.orelse is not None:
+                lines.append(f"{pad}else:")
+                emit(s.orelse, depth + 1)
+        elif isinstance(s, Store):
+            value = s.value if s.reduce is None else BinOp(s.reduce, Load(s.buffer, s.indices), s.value,
+                                                              s.buffer.dtype)
+            lines.append(f"{pad}{g.buf(s.buffer)}.st({g.sub(s.indices)}, {g.expr(value)})")
+        elif isinstance(s, Alloc):
+            shape = ", ".join(g.index(x) for x in s.buffer.shape)
+            strides = ", ".join(g.index(x) for x in s.buffer.strides)
+            lines.append(f"{pad}{g.buf(s.buffer)} = _Mem.alloc(({shape},), ({strides},), "
+                         f"np.{s.buffer.dtype.dtype.name}, {s.buffer.name!r})")
+            emit(s.body, depth)
+        elif isinstance(s, V.VDecl):
+            for v in s.vars:
+                lines.append(f"{pad}{g.vvar(v)} = None")
+            emit(s.body, depth)
+        elif isinstance(s, V.VAssign):
+            lines.append(f"{pad}{g.vvar(s.var)} = {g.expr(s.value)}")
+        elif isinstance(s, V.VStore):
+            cnt = "None" if s.count is None else g.index(s.count)
+            lines.append(f"{pad}{g.buf(s.buffer)}.vst({g.sub(s.indices)}, {g.expr(s.value)}, {s.lanes}, {cnt})")
+        elif isinstance(s, Comment):
+            lines.append(f"{pad}pass  # {s.text}")
+        elif isinstance(s, Evaluate):
+            lines.append(f"{pad}{g.expr(s.value)}")
+        else:
+            raise NotImplementedError(f"plan_ir_to_python: {type(s).__name__}")
+
+    emit(fn.body, 1)
+    head = ["def _run(args):"]
+    arrays = []
+    for n, a in enumerate(fn.args):
+        if isinstance(a, Buffer):
+            arrays.append((n, a))
+        else:
+            head.append(f"    {g.name(a)} = args[{n}]")
+    for n, a in arrays:  # shapes and strides may use the runtime sizes
+        shape = ", ".join(g.index(x) for x in a.shape)
+        strides = ", ".join(g.index(x) for x in a.strides)
+        head.append(f"    {g.buf(a)} = _Mem(args[{n}], ({shape}{',' if a.shape else ''}), "
+                    f"({strides}{',' if a.strides else ''}), {a.name!r})")
+    src = "\n".join(head + lines + ["    return None"])
+    ns = dict(R._HELPERS)
+    ns["_Mem"] = _Mem
+    spent = [0]
+
+    def _range(lo, hi):
+        spent[0] += max(hi - lo, 0)
+        if spent[0] > budget:
+            raise OverBudget(f"the lowered loops run more than {budget} iterations in Python")
+        return range(lo, hi)
+
+    def _fold(f, xs):
+        acc_ = xs[0]
+        for x in xs[1:]:
+            acc_ = f(acc_, x)
+        return acc_
+
+    ns["_range"] = _range
+    ns["_fold"] = _fold
+    ns["np"] = np
+    ns.update(g.consts)
+    ns.update(g.types)
+    exec(compile(src, "<lowered plan ir>", "exec"), ns)
+    run = ns["_run"]
+    run.source = src
+    return run
+
+
+# -- checking batches of plan cases ------------------------------------------------------------
+
+
+@dataclass
+class PlanReport(BatchReport):
+    rejected: list = field(default_factory=list)  # (case, why): legitimate build-time rejections
+    python_checked: int = 0  # cases whose lowered IR also ran in Python (bounds-checked)
+    features: dict = field(default_factory=dict)  # plan feature -> executed cases using it
+
+
+def _run_plan_python(r: Realized, inputs, want):
+    out = [_copy(x) for x in inputs]
+    try:
+        plan_ir_to_python(r.lowered)(out)
+    except OutOfBounds as e:
+        return f"{e}", True, False
+    except OverBudget as e:
+        r.notes.append(f"lowered IR not run in Python: {e}")
+        return None, False, False
+    except Exception:
+        return "running the lowered IR in Python raised:\n" + traceback.format_exc(), False, True
+    return compare(r.state, out, want), False, True
+
+
+def check_plan_cases(cases_, output_dir, name: str = "plans") -> PlanReport:
+    """Build the cases (schedules with plans) as one package, run each, compare with the
+    reference; build-time rejections listed in LEGITIMATE_REJECTIONS are counted, not failed."""
+    t0 = time.perf_counter()
+    rep = PlanReport(cases=len(cases_))
+    realized = realize_all(cases_)
+    tb = time.perf_counter()
+    lib = build_package(realized, Path(output_dir), name)
+    rep.build_seconds = time.perf_counter() - tb
+    for r in realized:
+        if r.function is not None:
+            rep.lower_seconds.append((r.lower_seconds, r.case.describe()))
+        if r.error is not None:
+            why = legitimate_rejection(r.error, r.case.nest)
+            if why is not None:
+                rep.rejected.append((r.case, why))
+            else:
+                rep.failures.append(Failure(r.case, r.error.splitlines()[0], _indent(r.error)))
+            continue
+        kernel = lib[r.function.name] if lib is not None else r.single.f
+        st_ = r.state
+        inputs = make_inputs(st_, r.case.seed)
+        want = reference_outputs(st_, inputs)
+        py_diff, oob, ran = _run_plan_python(r, inputs, want)
+        rep.python_checked += ran
+        rep.notes += [(r.case.describe(), n) for n in r.notes]
+        if oob:
+            rep.failures.append(Failure(r.case, "the lowered loops access an array out of bounds",
+                                        f"lowered IR in Python: {py_diff}\n(the native kernel was not called)\n"
+                                        f"C:\n{_indent(_safe(lambda: st_.plan.emit_c('f', st_.args)))}"))
+            continue
+        got = [_copy(x) for x in inputs]
+        try:
+            kernel(*got)
+        except Exception:
+            rep.failures.append(Failure(r.case, "calling the kernel raised", _indent(traceback.format_exc())))
+            continue
+        rep.executed += 1
+        for f in plan_features(r.case):
+            rep.features[f] = rep.features.get(f, 0) + 1
+        diff = compare(st_, got, want)
+        if diff or py_diff:
+            what = "native result differs from the reference" if diff else \
+                "lowered IR (run in Python) differs from the reference"
+            details = [f"native: {diff or 'matches'}", f"lowered IR in Python: {py_diff or 'matches'}",
+                       "C:\n" + _indent(_safe(lambda: st_.plan.emit_c("f", st_.args)))]
+            rep.failures.append(Failure(r.case, what, "\n".join(details)))
+    rep.total_seconds = time.perf_counter() - t0
+    return rep
