@@ -1048,3 +1048,18 @@ def test_multicache_is_filled_at_its_trigger():
     first_b_read = text.index("B[")
     ii_loop = text.index("for (int64_t ii ")
     assert k_loop < first_b_read < ii_loop
+
+
+@pytest.mark.parametrize("arr,ix,copied", [
+    ("A", "i", False),   # two whole rows of A (FIRST_MAJOR): one contiguous run
+    ("A", "jj", False),  # one element of A per key-slice of jj
+    ("A", "ii", True),   # a column of two elements
+    ("C", "j", True),    # two rows x 4 columns of C: not contiguous
+    ("B", "k", True),    # 5 rows x 4 columns of B
+])
+def test_thrifty_cache_of_a_contiguous_block_is_not_made(arr, ix, copied):
+    c, made, x = _cache_case([(arr, dict(index=ix, thrifty=True))])
+    text = c.plan.emit_c("f", c.args)
+    assert (f"{arr}_cache" in text) == copied, text
+    c2, _, _ = _cache_case([(arr, dict(index=ix, thrifty=True, layout=LM))])
+    assert f"{arr}_cache" in c2.plan.emit_c("f", c2.args)  # another layout: copied

@@ -13,7 +13,8 @@ sites will visit, into a buffer with one leading dimension per intermediate loop
 blocks move with (packed panels). When the blocks are not one affine function of those
 loops (e.g. unswitching cut the site loop into a full tiles piece and a tail), the
 multicache holds the trigger slice's block instead: the same elements, as one panel. A
-trigger at the cache's own index is an ordinary cache.
+trigger at the cache's own index is an ordinary cache. A `thrifty` cache whose blocks are
+already contiguous in the source (same layout and element type) is not made at all.
 
 Guarantees afterwards: each cache is a `Buffer` of role "cache", allocated once at
 function level, accessed only inside its sites (and copy loops); results are unchanged.
@@ -135,6 +136,7 @@ class _Block:
     writes: bool
     full_overwrite: bool
     ctx: object = None  # the site's context: constraints of its enclosing loops
+    hi_aff: list = None  # per dim: Affine of hi when it is a single affine expression, else None
 
 
 def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Block]:
@@ -184,7 +186,7 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Bl
     reads = any(a.is_read for a in accesses)
     writes = any(a.is_write for a in accesses)
     full = writes and not reads and _covers_box(accesses, ctx, lo_aff, hi_aff)
-    return _Block(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx)
+    return _Block(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx, hi_aff)
 
 
 def _union(ctx, singles, groups, lower: bool):
@@ -376,6 +378,7 @@ class _CacheInfo:
     lead_vars: list = field(default_factory=list)  # multicache: intermediate loop vars
     lead_lo: list = field(default_factory=list)
     lead_ext: list = field(default_factory=list)
+    alias: bool = False  # thrifty: the source serves as the cache
 
 
 def cache_loop_vars(plan) -> set:
@@ -420,6 +423,8 @@ def insert_caches(stmt, plan, symbols):
             buffers[id(c)] = info.buffer
             out_bufs.append(info.buffer)
             fills[id(info.buffer)] = trig_var if trig_var is not None else site_var
+        elif info.alias:
+            buffers[id(c)] = info.source  # a thrifty cache that needed no copy
     return stmt, out_bufs, fills
 
 
@@ -504,6 +509,9 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
     blocks = _site_blocks(stmt, info.site_var, info.source, symbols)
     if not blocks:
         return stmt
+    if _thrifty_skips(info, blocks):
+        info.alias = True  # the source itself serves as the cache: no copies at all
+        return stmt
     rank = info.source.rank
     shape = [max(b.ext_max[k] for b in blocks) for k in range(rank)]
     # rows a whole number of vectors long: vector slots never straddle two rows (registers)
@@ -522,6 +530,46 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
                          role="cache", memory="local")
     # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
     return _Rewrite(info, symbols).visit(stmt)
+
+
+def _thrifty_skips(info: _CacheInfo, blocks) -> bool:
+    """A thrifty cache whose every block is already contiguous in the source, in the cache's
+    layout and element type, is not made (Accera's `thrifty`): the block is one run of
+    consecutive elements when, in memory order, its dimensions are single elements, then
+    (at most) one partial dimension, then whole dimensions of the array."""
+    from ..nest.array import Array
+
+    c, src = info.cache, info.source
+    if not getattr(c, "thrifty", None) or info.trigger_var is not None or info.dtype is not src.dtype:
+        return False
+    shape = [to_affine(x) for x in src.shape]
+    strides = [to_affine(x) for x in src.strides]
+    if any(x is None or not x.is_const for x in shape + strides):
+        return False
+    shape, strides = [x.const for x in shape], [x.const for x in strides]
+    rank = len(shape)
+    last_major = rank > 1 and strides[0] < strides[-1]
+    order = list(reversed(range(rank))) if last_major else list(range(rank))  # outermost first
+    dense, acc_ = [0] * rank, 1
+    for d in reversed(order):
+        dense[d] = acc_
+        acc_ *= shape[d]
+    if strides != dense:
+        return False  # explicit strides: not a plain FIRST_MAJOR / LAST_MAJOR array
+    if c.layout is not None and (c.layout is Array.Layout.LAST_MAJOR) != last_major:
+        return False  # the cache asks for another layout
+    for b in blocks:
+        partial = False
+        for d in order:
+            if partial:
+                lo, hi = b.lo_aff[d], b.hi_aff[d] if b.hi_aff else None
+                whole = (lo is not None and hi is not None and b.ctx.implies(lo) and b.ctx.implies(-lo)
+                         and b.ctx.implies(hi - (shape[d] - 1)) and b.ctx.implies((shape[d] - 1) - hi))
+                if not whole:
+                    return False
+            elif b.ext_max[d] > 1:
+                partial = True
+    return True
 
 
 def _strides(shape, lead: int, last_major: bool) -> list:
