@@ -422,3 +422,38 @@ def test_loops_with_overlapping_writes_compute_right_under_gcc_O3(tmp_path):
         want[2 * a + 3] += 1
         want[2 * a + 1] += 1
     assert (x == want).all(), x
+
+
+def test_no_loop_is_empty_for_some_values_of_an_outer_loop(tmp_path):
+    """Unswitching used to emit `for ii in range(1 - i)` / `range(1 - i, 1)` (empty for some i):
+    a cache's footprint at such a loop covered elements another thread owns, and a parallel
+    write-back raced (wrong sums in ~10% of calls). Every loop must run in its context."""
+    import numpy as np
+
+    N, M, R = 20, 40, 3
+    A = acc.Array(role=acc.Role.INPUT, element_type=ST.int32, shape=(M, N, R), name="A")
+    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=ST.int32, shape=(M, N), name="O")
+    nest = acc.Nest(shape=(N, M, R))
+    i, j, r = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        O[j, i] += A[j, i, r]
+
+    s = nest.create_schedule()
+    ii = s.split(i, 16)
+    iii = s.split(ii, 16)
+    s.reorder(i, r, j, ii, iii)
+    low = s.to_python(unswitched=True)
+    assert "range(1 - i" not in low and "- i)" not in low, low
+    plan = s.create_plan()
+    plan.cache(O, index=r)
+    plan.parallelize(i, max_threads=2)
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, O), base_name="f")
+    lib = pkg.build("peel", output_dir=tmp_path, python_module=False)
+    a = np.ones((M, N, R), np.int32)
+    for _ in range(300):
+        o = np.zeros((M, N), np.int32)
+        lib.f(a, o)
+        assert (o == 3).all()

@@ -299,6 +299,17 @@ class _Generator:
                 for x in range(len(group)):
                     for y in range(x + 1, len(group)):
                         self._need_cut(group[x], group[y], level, p.lineage, lower)
+            # a loop that runs for some values of an outer loop and not for others: split that
+            # loop, so that every loop emitted runs at least once in its context (the footprints
+            # of caches are computed under that assumption)
+            outer = ctx.union_with(self.proj(p, level).without(loop.var))
+            for lo in bd[0]:
+                for hi in bd[1]:
+                    g = hi.num * lo.den - lo.num * hi.den  # >= 0 where hi >= lo
+                    if not g.is_const and g not in self.refused and not outer.implies(g):
+                        inner = max((self.level_of.get(v, -1) for v in g.vars), default=-1)
+                        if 0 <= inner < level:
+                            raise _NeedCut(g, inner, p.lineage)
             info.append((p, bd[0], bd[1]))
         if len(info) == 1 or all(len(lo) == 1 and len(hi) == 1 for _, lo, hi in info):
             self._level_now = level
