@@ -31,6 +31,7 @@ struct ArgSpec {
     std::vector<int64_t> strides; // for "S"
     bool written = false;
     std::string role;
+    mutable py::object dtype_obj = py::object();  // the numpy dtype of `dtype`, made on first use
 };
 
 using PackedFn = int (*)(void**);
@@ -241,8 +242,12 @@ private:
                                  join_shape(shape) + ", got " + std::string(py::str(py::type::handle_of(o).attr("__name__"))));
         }
         py::array arr = py::reinterpret_borrow<py::array>(o);
-        std::string got = py::str(arr.dtype());
-        if (got != a.dtype) {
+        // numpy's builtin dtypes are singletons: compare objects, and build names only for errors
+        // (str(dtype) runs Python code: ~2 us per argument on every call)
+        if (!a.dtype_obj) a.dtype_obj = py::dtype(a.dtype);
+        py::dtype got_dtype = arr.dtype();
+        if (!got_dtype.is(a.dtype_obj) && !got_dtype.equal(py::reinterpret_borrow<py::dtype>(a.dtype_obj))) {
+            std::string got = py::str(got_dtype);
             throw py::type_error("argument '" + a.name + "': expected dtype " + a.dtype + ", got " + got +
                                  " (no implicit conversion; use .astype(np." + a.dtype + "))");
         }
