@@ -73,6 +73,7 @@ def test_random_plans_match_reference(tmp_path):
         text = "\n\n".join(f.report() for f in failures)
         raise AssertionError(f"{len(failures)} of {cases} random plans failed:\n\n{text}")
     assert executed >= MIN_EXECUTED
+    assert python_checked >= 0.9 * executed  # nearly every case also ran bounds-checked in Python
     assert len(rejected) <= MAX_REJECTED * cases, why
     # the plans exercise every kind of plan step
     for f in ("cache", "index", "level", "max_elements", "trigger_index", "trigger_level", "layout", "element_type",
@@ -196,3 +197,18 @@ def test_legitimate_rejections_are_recognized():
     assert sg.legitimate_rejection(runtime_only, sg.NestSpec("matmul_dyn", (2, 2, 2))) is not None
     assert sg.legitimate_rejection("accpy.errors.ScheduleError: vectorize(j): A is accessed with a stride of 9") \
         is None
+
+
+def test_python_ir_memory_checks_every_vector_lane():
+    import numpy as np
+
+    m = sg._Mem(np.arange(9, dtype=np.float32), (9,), (1,), "A")
+    assert m.vld((4,), 8, 5) == [4, 5, 6, 7, 8, 0, 0, 0]  # masked: the skipped lanes read 0
+    with pytest.raises(sg.OutOfBounds, match="vector lane 5 of A"):
+        m.vld((4,), 8, 6)
+    with pytest.raises(sg.OutOfBounds, match=r"A\[9\] is out of bounds"):
+        m.ld((9,))
+    m.vst((0,), [1.5] * 8, 8, 3)  # masked store: lanes 3.. untouched
+    assert m.flat[:4].tolist() == [1.5, 1.5, 1.5, 3]
+    with pytest.raises(sg.OutOfBounds):
+        m.vst((2,), [0] * 8, 8, None)
