@@ -118,8 +118,12 @@ def _build_family(family: str, out_dir: str) -> BuiltFamily:
             errors[name] = "making the case raised:\n" + traceback.format_exc()
     pkg = acc.Package()
     fns = {}
-    for name, c in cases.items():
-        fns[name] = pkg.add(c.plan, args=c.args, base_name=name)
+    for name, c in list(cases.items()):
+        try:
+            fns[name] = pkg.add(c.plan, args=c.args, base_name=name)
+        except Exception:
+            errors[name] = "adding it to a package raised:\n" + traceback.format_exc()
+            del cases[name]
     kernels = {}
     try:
         lib = pkg.build(f"plan_{family}", output_dir=out_dir, python_module=False)
@@ -702,9 +706,10 @@ def test_parallel_pragmas():
     # dividing extents: (i, j) is a perfect nest, collapsed
     (p,) = _pragmas(_parallel_case(("i", "j"), M=8, N=16).plan.emit_c("f"))
     assert p.startswith("schedule(static)") and p.endswith("collapse(2)") and _threads(p) == "2"
-    # non-dividing extents: the tail of i is a second parallel region, over j alone
-    ps = _pragmas(_parallel_case(("i", "j"), M=7, N=19).plan.emit_c("f"))
-    assert len(ps) == 2 and all("schedule(static)" in p and _threads(p) == "2" for p in ps)
+    # non-dividing extents: one parallel region over all of i (its full and tail tiles are
+    # branches inside it, so the threads share them); the loops inside are not collapsed
+    (p,) = _pragmas(_parallel_case(("i", "j"), M=7, N=19).plan.emit_c("f"))
+    assert "schedule(static)" in p and _threads(p) == "2" and "collapse" not in p
     (p,) = _pragmas(_parallel_case(("j",), policy="dynamic", M=8).plan.emit_c("f"))
     assert "schedule(dynamic)" in p and "collapse" not in p
     (p,) = _pragmas(_parallel_case(("i",), max_threads=1, M=8).plan.emit_c("f"))

@@ -1197,7 +1197,8 @@ LEGITIMATE_REJECTIONS = [
     (r"ScheduleError: cache of \w+: the block's extent along dimension \d+ depends on runtime sizes",
      "caches need blocks of bounded size; this one grows with a runtime size", True),
     (r"ScheduleError: cache: the bounds of loop \w+ are not affine",
-     "caches of runtime-size nests whose split loops have floor-division bounds are not supported", True),
+     "a cache inside loops whose bounds are not convex (a min of lower bounds, e.g. after two skews, "
+     "or floor divisions of runtime sizes): not supported", False),
     (r"ScheduleError: cache of \w+: the block's extent along dimension \d+ is not affine",
      "a cache block of a runtime-size nest whose extent is not an affine function of the loops", True),
     (r"ScheduleError: cache: the footprint is unbounded",
