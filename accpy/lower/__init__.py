@@ -48,7 +48,8 @@ def lower_loops(space, kinds=None, target=None, plan=None):
     Returns (stmt, cache buffers, {id(cache buffer): the loop var where it is filled}).
     """
     stmt = _log("scan", scan(space))
-    stmt = _log("unswitch", unswitch(stmt))
+    parallel = {v for v, k in (kinds or {}).items() if k == "parallel"}
+    stmt = _log("unswitch", unswitch(stmt, whole=parallel))
     cache_bufs, fills = [], {}
     if plan is not None and plan.caches:
         stmt = simplify(stmt, keep=cache_loop_vars(plan))

@@ -26,9 +26,9 @@ from typing import Optional
 
 from ..analysis.polyhedra import Bound, ConstraintSet
 from ..errors import ScheduleError
-from ..ir.affine import Affine, lower_bound_constraints, to_affine, upper_bound_constraints
+from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, to_affine, upper_bound_constraints
 from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, idx_op
-from ..ir.stmt import Block, For, Store, block
+from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, Visitor
 
@@ -47,7 +47,10 @@ class _Access:
 
 
 
-def _loop_cons(f: For) -> list:
+def _loop_cons(f) -> list:
+    """Constraints a loop's bounds (or an enclosing branch's affine condition) put on its context."""
+    if isinstance(f, If):
+        return cond_constraints(f.cond) or []
     lo = lower_bound_constraints(f.var, f.lo)
     hi = upper_bound_constraints(f.var, f.hi)
     if lo is None or hi is None:
@@ -479,6 +482,10 @@ def _site_blocks(stmt, var, buf, symbols) -> list:
         elif isinstance(s, Block):
             for x in s.stmts:
                 walk(x, enclosing)
+        elif isinstance(s, If):
+            walk(s.then, enclosing + [s])
+            if s.orelse is not None:
+                walk(s.orelse, enclosing)
         elif hasattr(s, "body"):
             walk(s.body, enclosing)
 
@@ -638,6 +645,10 @@ def _loops_with_context(stmt, var) -> list:
         elif isinstance(s, Block):
             for x in s.stmts:
                 walk(x, enclosing)
+        elif isinstance(s, If):
+            walk(s.then, enclosing + [s])
+            if s.orelse is not None:
+                walk(s.orelse, enclosing)
         elif hasattr(s, "body"):
             walk(s.body, enclosing)
 
@@ -661,6 +672,10 @@ def _loops_between(stmt, outer: Var, inner: Var) -> list:
         elif isinstance(s, Block):
             for x in s.stmts:
                 walk(x, chain)
+        elif isinstance(s, If):
+            walk(s.then, chain)
+            if s.orelse is not None:
+                walk(s.orelse, chain)
         elif hasattr(s, "body"):
             walk(s.body, chain)
 
@@ -783,6 +798,10 @@ class _Rewrite(Mutator):
             elif isinstance(s, Block):
                 for x in s.stmts:
                     walk(x, enclosing)
+            elif isinstance(s, If):
+                walk(s.then, enclosing + [s])
+                if s.orelse is not None:
+                    walk(s.orelse, enclosing)
             elif hasattr(s, "body"):
                 walk(s.body, enclosing)
 

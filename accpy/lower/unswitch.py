@@ -65,11 +65,16 @@ class _NeedCut(Exception):
         self.g, self.level, self.pids = g, level, set(pids)
 
 
-def unswitch(stmt):
-    return _Unswitch().visit(stmt)
+def unswitch(stmt, whole=frozenset()):
+    """`whole`: loop vars whose range must stay one loop (parallel loops): their pieces are
+    selected by a branch per iteration of that loop instead of running one after another."""
+    return _Unswitch(whole).visit(stmt)
 
 
 class _Unswitch(Mutator):
+    def __init__(self, whole=frozenset()):
+        self.whole = set(whole)
+
     def visit_For(self, f: For):
         loops = []
         s = f
@@ -79,13 +84,13 @@ class _Unswitch(Mutator):
         items = list(s.stmts) if isinstance(s, Block) else [s]
         if not any(isinstance(it, If) for it in items):
             return self.generic_visit(f)
-        res = _separate(loops, items)
+        res = _separate(loops, items, self.whole)
         if res is None:
             return self.generic_visit(f)
         return res
 
 
-def _separate(loops, items):
+def _separate(loops, items, whole=frozenset()):
     loop_vars = [lp.var for lp in loops]
     box = []
     for lp in loops:
@@ -111,6 +116,7 @@ def _separate(loops, items):
         symbols.update(v for v in free_vars(p.body) if v not in loop_vars and v.dtype is ScalarType.index)
     ctx = ConstraintSet([Affine.var(v) for v in symbols])  # runtime sizes are >= 0
     gen = _Generator(loops, loop_vars, sorted(symbols, key=lambda v: v.uid))
+    gen.whole = set(whole)
     pieces = [p for p in pieces if not p.cons.is_empty()]
     for p in pieces:
         # Loops are generated for `loop_vars` only: a constraint on none of them (a runtime
@@ -167,6 +173,7 @@ class _Generator:
         self.level_of = {v: k for k, v in enumerate(loop_vars)}
         self.npieces = 0
         self.refused: set = set()  # cut constraints (both signs) given up on: see gen()
+        self.whole: set = set()  # loop vars kept as one loop (parallel loops)
 
     # -- projections ----------------------------------------------------------------------
     def proj(self, piece: Piece, level: int) -> Optional[ConstraintSet]:
@@ -317,6 +324,8 @@ class _Generator:
             if len(info) == 1:
                 p, lows, ups = info[0]
                 return self._loop(loop, level, [p], lows, ups, ctx)
+            if seq is not None and len(seq) > 1 and v in self.whole:
+                return self._branches(loop, level, seq, ctx)
             if seq is not None:
                 stmts = []
                 for lo, hi, active in seq:
@@ -348,6 +357,26 @@ class _Generator:
             e = _floor_expr(b if exclusive_hi else _floor_form_high_exclusive(b))
             hi_e = e if hi_e is None else BinOp("min", hi_e, e, ScalarType.index)
         return For(v, lo_e, hi_e, body, loop.kind, loop.attrs)
+
+    def _branches(self, loop, level, seq, ctx):
+        """One loop over all intervals; each iteration runs the pieces of its interval."""
+        v = loop.var
+        arms = []
+        for lo, hi, active in seq:
+            lo_c = Affine.var(v, lo.den) - lo.num
+            hi_c = hi.num - Affine.var(v, hi.den) - hi.den
+            inner_ctx = ctx.add(lo_c, hi_c)
+            inner = [p.restrict(lo_c, hi_c) for p in active]
+            inner = [p for p in inner if not p.cons.union_with(ctx).is_empty()]
+            body = self.gen(level + 1, inner, inner_ctx)
+            if body is not None:
+                cond = BinOp("land", BinOp("ge", v, _floor_expr(_floor_form_low(lo)), ScalarType.bool),
+                             BinOp("lt", v, _floor_expr(hi), ScalarType.bool), ScalarType.bool)
+                arms.append(If(cond, body))
+        if not arms:
+            return None
+        return For(v, _floor_expr(_floor_form_low(seq[0][0])), _floor_expr(seq[-1][1]), block(*arms),
+                   loop.kind, loop.attrs)
 
     def _partition(self, info, ctx):
         """Order all breakpoints; None if some pair cannot be ordered at compile time."""
