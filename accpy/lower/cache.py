@@ -449,7 +449,7 @@ def _resolved_level(c, stmt, space, symbols) -> int:
     buf = root.source_buffer
     for level in range(top, 0, -1):
         var = space.dims[n - level].var
-        sizes = [b for b in _site_blocks(stmt, var, buf, symbols)]
+        sizes = _site_blocks(stmt, var, buf, symbols)
         if not sizes:
             continue
         need = max(_prod(b.ext_max) for b in sizes)
@@ -468,29 +468,10 @@ def _prod(xs) -> int:
     return p
 
 
-def _site_blocks(stmt, var, buf, symbols) -> list:
-    out = []
-
-    def walk(s, enclosing):
-        if isinstance(s, For):
-            if s.var is var:
-                b = _footprint(s, enclosing, buf, symbols)
-                if b is not None:
-                    out.append(b)
-                return
-            walk(s.body, enclosing + [s])
-        elif isinstance(s, Block):
-            for x in s.stmts:
-                walk(x, enclosing)
-        elif isinstance(s, If):
-            walk(s.then, enclosing + [s])
-            if s.orelse is not None:
-                walk(s.orelse, enclosing)
-        elif hasattr(s, "body"):
-            walk(s.body, enclosing)
-
-    walk(stmt, [])
-    return out
+def _site_blocks(stmt, var, buf, symbols, enclosing=()) -> list:
+    """The block of `buf` at every loop over `var` (the cache's sites)."""
+    blocks = [_footprint(f, enc, buf, symbols) for f, enc in _loops_with_context(stmt, var, enclosing)]
+    return [b for b in blocks if b is not None]
 
 
 class _NoPanels(ScheduleError):
@@ -634,66 +615,40 @@ def _constant_extreme(e, cons: ConstraintSet, upper: bool):
     return (min(vals) if upper else max(vals)) if vals else None
 
 
-def _loops_with_context(stmt, var) -> list:
+def _loops_with_context(stmt, var, enclosing=()) -> list:
+    """(loop, enclosing loops and branches) for every loop over `var` (not looking inside them)."""
     out = []
 
-    def walk(s, enclosing):
+    def walk(s, enc):
         if isinstance(s, For):
             if s.var is var:
-                out.append((s, list(enclosing)))
-            walk(s.body, enclosing + [s])
+                out.append((s, enc))
+                return
+            walk(s.body, enc + [s])
         elif isinstance(s, Block):
             for x in s.stmts:
-                walk(x, enclosing)
+                walk(x, enc)
         elif isinstance(s, If):
-            walk(s.then, enclosing + [s])
+            walk(s.then, enc + [s])  # the taken branch's condition is context
             if s.orelse is not None:
-                walk(s.orelse, enclosing)
+                walk(s.orelse, enc)
         elif hasattr(s, "body"):
-            walk(s.body, enclosing)
+            walk(s.body, enc)
 
-    walk(stmt, [])
+    walk(stmt, list(enclosing))
     return out
 
 
 def _loops_between(stmt, outer: Var, inner: Var) -> list:
+    """Vars of the loops strictly between loops over `outer` and `inner`, outermost first."""
     found: list = []
-
-    def walk(s, chain):
-        if isinstance(s, For):
-            if s.var is inner:
-                if outer in chain:
-                    k = chain.index(outer)
-                    for v in chain[k + 1:]:
-                        if v not in found:
-                            found.append(v)
-                return
-            walk(s.body, chain + [s.var])
-        elif isinstance(s, Block):
-            for x in s.stmts:
-                walk(x, chain)
-        elif isinstance(s, If):
-            walk(s.then, chain)
-            if s.orelse is not None:
-                walk(s.orelse, chain)
-        elif hasattr(s, "body"):
-            walk(s.body, chain)
-
-    walk(stmt, [])
+    for _, enc in _loops_with_context(stmt, inner):
+        chain = [f.var for f in enc if isinstance(f, For)]
+        if outer in chain:
+            for v in chain[chain.index(outer) + 1:]:
+                if v not in found:
+                    found.append(v)
     return found
-
-
-def _loops_of(stmt, var) -> list:
-    out = []
-
-    class V(Visitor):
-        def visit_For(self, f):
-            if f.var is var:
-                out.append(f)
-            self.generic_visit(f)
-
-    V().visit(stmt)
-    return out
 
 
 class _Rewrite(Mutator):
@@ -785,27 +740,7 @@ class _Rewrite(Mutator):
         if blk_all is None:
             return [inner_body]
         # the block at a site, as a function of the lead vars (identical formula at every site)
-        site_blocks = []
-
-        def walk(s, enclosing):
-            if isinstance(s, For):
-                if s.var is info.site_var:
-                    b = _footprint(s, enclosing, info.source, self.symbols)
-                    if b is not None:
-                        site_blocks.append(b)
-                    return
-                walk(s.body, enclosing + [s])
-            elif isinstance(s, Block):
-                for x in s.stmts:
-                    walk(x, enclosing)
-            elif isinstance(s, If):
-                walk(s.then, enclosing + [s])
-                if s.orelse is not None:
-                    walk(s.orelse, enclosing)
-            elif hasattr(s, "body"):
-                walk(s.body, enclosing)
-
-        walk(trig.body, self.enclosing + [trig])
+        site_blocks = _site_blocks(trig.body, info.site_var, info.source, self.symbols, self.enclosing + [trig])
         if not site_blocks:
             return [inner_body]
         # the most general formula (most variables) must agree with every site's own origin
