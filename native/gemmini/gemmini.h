@@ -191,6 +191,10 @@ ACCPY_GEMMINI_API void accpy_gemmini_reset_counters(void);
 ACCPY_GEMMINI_API void accpy_gemmini_read_counters(accpy_gemmini_counters_t* out);
 ACCPY_GEMMINI_API const char* accpy_gemmini_error(void); /* the first error, or NULL */
 ACCPY_GEMMINI_API void accpy_gemmini_clear_error(void);
+/* The DRAM row stride (bytes) a mvin on `queue` (0..2) or, for queue -1, a mvout would use;
+ * `shrunk` (may be NULL) receives the queue's shrunk flag. 1 if configured, else 0 (for callers
+ * that check DRAM extents before issuing, such as the Python handle). */
+ACCPY_GEMMINI_API int accpy_gemmini_dram_stride(int queue, int64_t* stride, int* shrunk);
 /* raw rows, for tests: memory 0 = scratchpad (int8 rows), 1 = accumulator (int32 rows);
  * `valid` (optional) receives one 16-bit mask of written columns per row. 0 or -1 (range). */
 ACCPY_GEMMINI_API int accpy_gemmini_read_rows(int memory, uint32_t row, uint32_t count, void* out, uint16_t* valid);

@@ -212,8 +212,9 @@ static int check_count(const char* instr, const char* what, uint64_t n, uint64_t
 /* Rows [first, first + step*(count-1)] (+ `extra` rows) of the scratchpad must exist. */
 static int check_spad_range(const char* instr, const char* what, uint64_t addr, uint64_t last_row) {
     if (addr >= SPAD_ROWS || last_row >= SPAD_ROWS) {
-        fail(instr, "%s: scratchpad rows 0x%llx..0x%llx are out of range (the scratchpad has rows 0..%d%s)", what,
-             (unsigned long long)addr, (unsigned long long)last_row, SPAD_ROWS - 1,
+        fail(instr, "%s: scratchpad rows %llu..%llu (address 0x%llx) are out of range (the scratchpad has rows "
+             "0..%d%s)", what, (unsigned long long)addr, (unsigned long long)last_row, (unsigned long long)addr,
+             SPAD_ROWS - 1,
              (addr & (ACCPY_GEMMINI_ACCUMULATE_BIT | ACCPY_GEMMINI_FULL_BIT)) && addr < ACCPY_GEMMINI_ACC_BIT
                  ? "; bits 30/29 only have a meaning on accumulator addresses"
                  : "");
@@ -481,7 +482,7 @@ void accpy_gemmini_mvout(void* dram_addr, uint64_t addr, uint64_t cols, uint64_t
     for (uint64_t b = 0; b < blocks; ++b) {
         uint32_t bc = (uint32_t)(cols - b * DIM < DIM ? cols - b * DIM : DIM);
         for (uint64_t r = 0; r < rows; ++r)
-            if (!check_written(I, "mvout", acc, (uint32_t)(row0 + b * DIM + r), col_mask(bc))) return;
+            if (!check_written(I, "the source", acc, (uint32_t)(row0 + b * DIM + r), col_mask(bc))) return;
     }
     unsigned char* dst = (unsigned char*)dram_addr;
     for (uint64_t r = 0; r < rows; ++r) {
@@ -762,6 +763,18 @@ const char* accpy_gemmini_error(void) { return M.error ? M.error_text : NULL; }
 void accpy_gemmini_clear_error(void) {
     M.error = 0;
     M.error_text[0] = 0;
+}
+
+int accpy_gemmini_dram_stride(int queue, int64_t* stride, int* shrunk) {
+    if (queue == -1) {
+        *stride = M.st_stride;
+        if (shrunk) *shrunk = 0;
+        return M.st_configured;
+    }
+    if (queue < 0 || queue > 2) return 0;
+    *stride = M.ld[queue].stride;
+    if (shrunk) *shrunk = M.ld[queue].shrunk;
+    return M.ld[queue].configured;
 }
 
 int accpy_gemmini_read_rows(int memory, uint32_t row, uint32_t count, void* out, uint16_t* valid) {
