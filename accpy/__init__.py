@@ -13,6 +13,7 @@ from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, floor, log, lo
 from .package import BuiltPackage, Format, Mode, Package, Platform, load
 from .plan import Plan
 from .plan.cache import Cache, MemorySpace
+from .schedule.fuse import FusedSchedule, fuse
 from .schedule.schedule import Schedule
 from .targets import Target
 

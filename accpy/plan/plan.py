@@ -14,22 +14,26 @@ class Plan:
         """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
         return self._call("unroll", index)
 
-    def vectorize(self, index) -> None:
+    def vectorize(self, index, unsafe: bool = False) -> None:
         """Run the loop of `index` on vector registers (AVX-512 16 x f32, AVX2 8 x f32, ...).
 
         Accesses must be contiguous along the index or not depend on it; the extent need
         not be a multiple of the vector width (the tail is masked). Inner loops must be
-        unrolled. Checked when the package is built.
+        unrolled. Checked when the package is built. A dependence between lanes raises
+        `ScheduleError` now (`unsafe=True` skips that check).
         """
-        return self._call("vectorize", index)
+        return self._call("vectorize", index, unsafe=unsafe)
 
     def kernelize(self, unroll_indices, vectorize_indices=None) -> None:
         """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (default: the innermost index)."""
         return self._call("kernelize", unroll_indices, vectorize_indices)
 
-    def parallelize(self, indices, pin=None, policy: str = "static", max_threads=None) -> None:
-        """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP)."""
-        return self._call("parallelize", indices, pin=pin, policy=policy, max_threads=max_threads)
+    def parallelize(self, indices, pin=None, policy: str = "static", max_threads=None, unsafe: bool = False) -> None:
+        """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP).
+
+        An index that carries a write conflict (e.g. matmul's k) raises `ScheduleError` naming
+        two racing iterations; `unsafe=True` skips that check (and logs a warning)."""
+        return self._call("parallelize", indices, pin=pin, policy=policy, max_threads=max_threads, unsafe=unsafe)
 
     def cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
@@ -117,21 +121,32 @@ class Plan:
             raise ValueError("Unknown index!")
         return self._schedule.space.dims[k].var
 
+    def _not_fusing(self, index, what: str) -> None:
+        fusing = getattr(self._schedule, "get_fusing_index", None)
+        if fusing is not None and index is fusing():
+            raise ValueError(f"{what}: {index.name} is the fusing index of a fused schedule; it can be "
+                             f"neither vectorized, parallelized nor tensorized")
+
     def _unroll(self, index) -> None:
         """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
         self._dim_var(index)
         self._mark(index, "unrolled")
 
-    def _vectorize(self, index) -> None:
+    def _vectorize(self, index, unsafe: bool = False) -> None:
         """Run the loop of `index` on vector registers (AVX-512 16 x f32, AVX2 8 x f32, ...).
 
         Accesses must be contiguous along the index or not depend on it; the extent need
         not be a multiple of the vector width (the tail is masked). Inner loops must be
         unrolled. Checked when the package is built.
         """
+        from ..analysis.dependence import check_vector
+
         self._dim_var(index)
+        self._not_fusing(index, "vectorize")
         if not self._target.has("avx2") and not self._target.has("avx512f"):
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
+        space = self._schedule.space
+        check_vector(space, space.position(index), f"vectorize({index.name})", unsafe)
         self._mark(index, "vectorized")
 
     def _kernelize(self, unroll_indices, vectorize_indices=None) -> None:
@@ -155,8 +170,11 @@ class Plan:
             self._vectorize(v)
 
     # -- parallelism ------------------------------------------------------------------------
-    def _parallelize(self, indices, pin=None, policy: str = "static", max_threads=None) -> None:
-        """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP)."""
+    def _parallelize(self, indices, pin=None, policy: str = "static", max_threads=None, unsafe: bool = False) -> None:
+        """Run the loops of `indices` (contiguous, in schedule order) on several threads (OpenMP).
+
+        An index on which two threads would touch one element (one of them writing) raises
+        `ScheduleError` naming the racing iterations; `unsafe=True` skips that check."""
         from ..nest.logic import Index
 
         if isinstance(indices, Index):
@@ -174,40 +192,25 @@ class Plan:
         pos = []
         for ix in indices:
             self._dim_var(ix)
+            self._not_fusing(ix, "parallelize")
             pos.append(next(k for k, d in enumerate(order) if d is ix))
         if pos != list(range(pos[0], pos[0] + len(pos))):
             raise ValueError("parallelize: the indices must be contiguous in the schedule's order, and in that order")
         for ix in indices:
             if self._kind_of(ix) is not None:
                 raise ValueError(f"parallelize: {ix.name} is already {self._kind_of(ix)}")
-        self._check_parallel_races(indices)
+        self._check_parallel_races(indices, unsafe)
         threads = self._target.num_threads if max_threads is None else min(max_threads, self._target.num_threads)
         self._parallel = (tuple(indices), policy, max(threads, 1))
 
-    def _check_parallel_races(self, indices) -> None:
-        """A statement whose target element does not move with a parallel index is written by
-        several threads at once (e.g. matmul's k): refuse it, naming two racing iterations."""
-        from ..errors import ScheduleError
-
-        from ..ir.affine import substitute_indices, to_affine
+    def _check_parallel_races(self, indices, unsafe: bool) -> None:
+        """Refuse parallel loops on which two threads would touch one element (one writing),
+        e.g. matmul's k: the exact dependence analysis names two racing iterations."""
+        from ..analysis.dependence import check_parallel
 
         space = self._schedule.space
-        pvars = [space.dim(ix).var for ix in indices]
-        for part in space.parts:
-            for st in part.statements:
-                target = substitute_indices(st.store, part.index_map)
-                moved = set()
-                for ix in target.indices:
-                    a = to_affine(ix)
-                    moved.update(a.vars if a is not None else ())
-                racing = [v for v in pvars if v not in moved]
-                if racing:
-                    v = racing[0]
-                    raise ScheduleError(
-                        f"parallelize({', '.join(ix.name for ix in indices)}): {st.describe()} writes the same "
-                        f"element of {st.store.buffer.name} for every value of {v.name}, so two threads would "
-                        f"update it at once (e.g. iterations {v.name}=0 and {v.name}=1 race); parallelize an "
-                        f"index the written element depends on")
+        positions = [space.position(ix) for ix in indices]
+        check_parallel(space, positions, f"parallelize({', '.join(ix.name for ix in indices)})", unsafe)
 
     @property
     def parallel(self):

@@ -29,6 +29,24 @@ def _cmp_text(c: Affine, names) -> str:
     return f"{expr_str((-lin).to_expr(), names)} < {c.const + 1}"  # -lin <= const
 
 
+def _conjunction_text(cons: list) -> list:
+    """Each constraint as text; a pair `e >= 0`, `-e >= 0` reads `x == v` (e.g. `f == 1`)."""
+    out, used = [], set()
+    for n, c in enumerate(cons):
+        if n in used:
+            continue
+        twin = next((m for m in range(n + 1, len(cons)) if m not in used and (cons[m] + c).is_const
+                     and (cons[m] + c).const == 0), None)
+        if twin is not None and c.terms:
+            used.add(twin)
+            lead = c if c.terms[0][1] > 0 else -c  # lead == 0 with a positive first variable
+            lin = Affine(lead.terms)
+            out.append(f"{expr_str(lin.to_expr(), {})} == {-lead.const}")
+        else:
+            out.append(_cmp_text(c, {}))
+    return out
+
+
 def space_pseudocode(space) -> str:
     guards = [part_guard(space, p) for p in range(len(space.parts))]
     maps = [part.index_map for part in space.parts]
@@ -70,7 +88,7 @@ def space_pseudocode(space) -> str:
         pad = "    " * depth
         g = guards[p]
         if g:
-            cond = " and ".join(_cmp_text(to_disp(c), {}) for c in g)
+            cond = " and ".join(_conjunction_text([to_disp(c) for c in g]))
             lines.append(f"{pad}if {cond}:")
             lines.extend(stmt_lines(body, indent=depth + 1))
         else:

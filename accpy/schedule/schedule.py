@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..analysis.dependence import check_order
 from ..nest.logic import Index
 from ..nest.naming import assigned_names
 from ..nest.parameters import context_key, has_parameter, resolve
@@ -91,7 +92,7 @@ class Schedule:
         """Indices in order with their split parents (needs no parameter values)."""
         if self._eager is not None:
             return [_Handle(d.index, d.parent) for d in self._eager.dims]
-        hs = [_Handle(ix, None) for ix in self._initial_handles()]
+        hs = self._initial_structure()
         for op, args in self._commands:
             if op == "split":
                 index, _, inner = args
@@ -102,8 +103,8 @@ class Schedule:
                 hs = [by_id[id(ix)] for ix in args[0]]
         return hs
 
-    def _initial_handles(self) -> list:
-        return list(self._nest.indices)
+    def _initial_structure(self) -> list:
+        return [_Handle(ix, None) for ix in self._nest.indices]
 
     def _known(self, index, what="index") -> None:
         if not isinstance(index, Index):
@@ -141,19 +142,23 @@ class Schedule:
             self._check_splittable(index)
             return sp.split(index, int(size), inner)
         if op == "reorder":
-            (indices,) = args
+            indices, unsafe = args
             problem = self._order_problem(indices, [_Handle(d.index, d.parent) for d in sp.dims])
             if problem:
                 raise ValueError(problem)
-            return sp.reorder(indices)
+            new = sp.reorder(indices)
+            if [d.var for d in new.dims] != [d.var for d in sp.dims]:
+                check_order(new, f"reorder({', '.join(ix.name for ix in indices)})", unsafe)
+            return new
         if op == "skew":
-            index, ref, threshold = args
+            index, ref, threshold, unsafe = args
             for ix in (index, ref):
                 if sp.position(ix) is None:
                     raise ValueError("Unknown index!")
             if threshold is not None and (not _is_size(threshold) or threshold < 1):
                 raise ValueError("unroll_loops_smaller_than must be an integer >= 1")
             sp = sp.skew(index, ref)
+            check_order(sp, f"skew({index.name}, {ref.name})", unsafe)
             return sp.with_attr("unroll_below", (index, ref, int(threshold))) if threshold is not None else sp
         if op == "pad":
             index, size = args
@@ -200,8 +205,12 @@ class Schedule:
             raise
         return tuple(out)
 
-    def reorder(self, order=None, *args) -> None:
-        """`reorder(i, j, k)` or `reorder(order=(i, j, k))`; on error the order is unchanged."""
+    def reorder(self, order=None, *args, unsafe: bool = False) -> None:
+        """`reorder(i, j, k)` or `reorder(order=(i, j, k))`; on error the order is unchanged.
+
+        An order that changes the result (a nest that is not order-invariant, a fused
+        schedule) raises `ScheduleError` with a counterexample; `unsafe=True` builds it
+        anyway and logs a warning."""
         if order is None:
             indices = tuple(args)
         elif isinstance(order, (tuple, list)):
@@ -216,9 +225,9 @@ class Schedule:
                 raise ValueError(problem)
         elif len(indices) == 1:
             indices = indices[0]  # order=P: a parameter holding the whole order
-            self._do("reorder", (indices,))
+            self._do("reorder", (indices, bool(unsafe)))
             return
-        self._do("reorder", (indices,))
+        self._do("reorder", (indices, bool(unsafe)))
 
     def is_valid_loop_order(self, *order) -> bool:
         if len(order) == 1 and isinstance(order[0], (tuple, list)):
@@ -248,8 +257,10 @@ class Schedule:
         """Hook for fused schedules (the fusing index precedes unfused indices)."""
         return None
 
-    def skew(self, index, reference_index, unroll_loops_smaller_than=None) -> None:
-        """Skew `index` with respect to `reference_index`: (N, M) -> (N + M - 1, M)."""
+    def skew(self, index, reference_index, unroll_loops_smaller_than=None, unsafe: bool = False) -> None:
+        """Skew `index` with respect to `reference_index`: (N, M) -> (N + M - 1, M).
+
+        Skewing changes the order of iterations: checked like `reorder` (`unsafe=True` skips it)."""
         self._known(index, "index")
         self._known(reference_index, "reference_index")
         if index is reference_index:
@@ -257,7 +268,7 @@ class Schedule:
         t = unroll_loops_smaller_than
         if t is not None and not has_parameter(t) and (not _is_size(t) or t < 1):
             raise ValueError("unroll_loops_smaller_than must be an integer >= 1")
-        self._do("skew", (index, reference_index, t))
+        self._do("skew", (index, reference_index, t, bool(unsafe)))
 
     def pad(self, index, size) -> None:
         """Add `size` empty elements at the front of `index`."""

@@ -67,6 +67,65 @@ class IterationSpace:
         part = Part(nest, imap, tuple(nest.statements), extents)
         return IterationSpace(tuple(dims), (part,))
 
+    @staticmethod
+    def fuse(spaces, partial: int, fused: tuple, fusing) -> "IterationSpace":
+        """Fuse the first `partial` dims of `spaces` (handles `fused`), add the fusing dim
+        (handle `fusing`, extent len(spaces)), then the unfused dims of each space in turn.
+
+        Part p of space s is real where its own constraints hold (including its old box,
+        which the wider fused dims no longer imply), `f == s`, and every unfused dim of the
+        other spaces is 0: each real point still stands for exactly one nest iteration.
+        """
+        seen: set = set()
+        for sp in spaces:
+            for v in sp.vars:
+                if v in seen:
+                    raise ValueError("fuse: a schedule appears twice among the fused schedules")
+                seen.add(v)
+        new_vars = [Var(h.name, ScalarType.index) for h in fused]
+        fvar = Var(fusing.name, ScalarType.index)
+        renamed: dict = {}  # id(old handle) -> fused handle
+        for j in range(partial):
+            for sp in spaces:
+                renamed[id(sp.dims[j].index)] = fused[j]
+
+        def handle(h):
+            return None if h is None else renamed.get(id(h), h)
+
+        dims = []
+        for j in range(partial):
+            ds = [sp.dims[j] for sp in spaces]
+            if len({d.step for d in ds}) > 1:
+                raise ValueError(f"fuse: the fused dimensions at position {j} have different steps "
+                                 f"({', '.join(f'{d.name}: {d.step}' for d in ds)}); split them alike before fusing")
+            ext = ds[0].extent
+            for d in ds[1:]:
+                if d.extent != ext:
+                    ext = idx_op("max", ext, d.extent)
+            parent = next((handle(d.parent) for d in ds if d.parent is not None), None)
+            dims.append(Dim(fused[j], new_vars[j], ext, ds[0].step, parent, ds[0].origin,
+                            ds[0].stop if all(d.stop == ds[0].stop for d in ds) else None))
+        n = len(spaces)
+        dims.append(Dim(fusing, fvar, Const(n), origin="fuse", stop=Const(n)))
+        for sp in spaces:
+            dims.extend(dataclasses.replace(d, parent=handle(d.parent)) for d in sp.dims[partial:])
+        parts, attrs = [], []
+        f = Affine.var(fvar)
+        for p, sp in enumerate(spaces):
+            mapping = {sp.dims[j].var: Affine.var(new_vars[j]) for j in range(partial)}
+            s2 = sp.substitute(mapping)
+            own = [c.subs(mapping) for c in sp.box_constraints()] + list(s2.constraints) + [f - p, -f + p]
+            for q, other in enumerate(spaces):
+                if q != p:
+                    own.extend(-Affine.var(d.var) for d in other.dims[partial:])
+            for part in s2.parts:
+                parts.append(dataclasses.replace(part, constraints=tuple(part.constraints) + tuple(own)))
+            for k, v in sp.attrs:
+                if k == "unroll_below":
+                    v = (handle(v[0]), handle(v[1]), v[2])
+                attrs.append((k, v))
+        return IterationSpace(tuple(dims), tuple(parts), (), tuple(attrs))
+
     # -- queries ------------------------------------------------------------------------
     def position(self, handle) -> Optional[int]:
         for k, d in enumerate(self.dims):

@@ -282,7 +282,7 @@ i, j, k = nest.get_indices()
 @nest.iteration_logic
 def _():
     X[i] = acc.max(X[i], A[i, j, k])
-    Y[j, k] = acc.min(Y[j, k], A[i, j, k] - X[i] * 0)
+    Y[j, k] = acc.min(Y[j, k], A[i, j, k] - 1)
 
 nests, args = [nest], (A, X, Y)
 schedule = nest.create_schedule()
