@@ -147,8 +147,7 @@ class Schedule:
             if problem:
                 raise ValueError(problem)
             new = sp.reorder(indices)
-            if [d.var for d in new.dims] != [d.var for d in sp.dims]:
-                check_order(new, f"reorder({', '.join(ix.name for ix in indices)})", unsafe)
+            check_order(new, f"reorder({', '.join(ix.name for ix in indices)})", unsafe)
             return new
         if op == "skew":
             index, ref, threshold, unsafe = args
