@@ -106,6 +106,21 @@ def test_conv1d_skew_split_2(tmp_path):
     check_ok(run_sample("conv1d_skew.py", tmp_path, "--taps", "7", "--split", "2"))
 
 
+def test_fused_relu(tmp_path):
+    out = check_ok(run_sample("fused_relu.py", tmp_path, "--m", "64", "--n", "48", "--k", "40", "--tile", "16"))
+    assert "reorder(i, j, k, f) -> ValueError: Invalid order: the fusing index f must precede" in out
+    assert re.search(r"fusing the matmul reordered to \(j, i, k\) -> ScheduleError: .*C\[\d+, \d+\]", out)
+    assert "fused schedule: [Index(i), Index(j), Index(f), Index(kk), Index(ii), Index(jj)]" in out
+    assert "result vs numpy maximum(C + A @ B, 0): OK" in out
+
+
+def test_three_matmul(tmp_path):
+    out = check_ok(run_sample("three_matmul.py", tmp_path, "--m", "19", "--n", "21", "--k", "17", "--l", "33"))
+    assert "fusing (i, j) with (i, l) -> ScheduleError" in out and "T[" in out and "reads it" in out
+    assert "fused on i: [Index(i0), Index(f), Index(k0), Index(j1), Index(ii), Index(j0), Index(l1)]" in out
+    assert "result vs numpy E + (A @ B) @ D: OK" in out
+
+
 def test_samples_report_failures(tmp_path):
     """A sample whose result is wrong exits nonzero (here: a bad shape expectation is injected)."""
     env = dict(os.environ)
