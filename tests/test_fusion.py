@@ -477,3 +477,25 @@ def test_transforms_after_fusing_are_checked():
     s.skew(i, j)  # legal too: every (i, j) still finishes its sum before its ReLU
     with pytest.raises(acc.ScheduleError, match=r"C\[0, 0\].*k0=1.*updates it"):
         s.skew(j, k)  # matmul instance (i, j, k) moves to j + k: after the ReLU of (i, j)
+
+
+def test_parameters_caches_and_debug_mode_on_a_fused_schedule(tmp_path):
+    """A split size as a parameter after fusing, a cache at the fusing index, and DEBUG mode
+    (which runs the nests one after the other as its oracle)."""
+    P = acc.create_parameters()
+    args, nests, _, _ = shift_scale(M=9, N=14)
+    A, B, C = args
+    s = acc.fuse(nests[0].create_schedule(), nests[1].create_schedule())
+    i, j, f = s.get_indices()
+    jj = s.split(j, P)
+    s.reorder(i, j, f, jj)
+    plan = s.create_plan()
+    plan.cache(C, index=f)
+    pkg = acc.Package()
+    fns = pkg.add(plan, args=args, base_name="pfused", parameters=[{P: 4}, {P: 5}])
+    lib = pkg.build("pfused", output_dir=tmp_path, mode=acc.Mode.DEBUG)
+    for fn in fns:
+        a, b, c = rand(9, 14), rand(9, 14), rand(9, 14)
+        want = (c + a) * b
+        getattr(lib, fn.name)(a, b, c)
+        np.testing.assert_array_equal(c, want)
