@@ -31,6 +31,33 @@ _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
 
 
+def _intrinsic(name: str):
+    from ..targets.intrinsics import intrinsic
+
+    return intrinsic(name) if "." in name else None
+
+
+def _intrinsic_memory(name: str):
+    from ..targets.intrinsics import memory
+
+    return memory(name) if name not in ("global", "local", "heap") else None
+
+
+def intrinsic_headers(stmt) -> list:
+    """The #include lines the intrinsics called in `stmt` need (in first-use order)."""
+    out: dict = {}
+
+    class V(Visitor):
+        def visit_Call(self, n):
+            intr = _intrinsic(n.fn)
+            if intr is not None and intr.header:
+                out.setdefault(intr.header, None)
+            self.generic_visit(n)
+
+    V().visit(stmt)
+    return list(out)
+
+
 def c_type(t: ScalarType) -> str:
     if t is ScalarType.bfloat16:
         raise NotImplementedError("bfloat16 arithmetic is not supported by the C emitter yet")
@@ -215,6 +242,9 @@ class CEmitter:
         return f"(({c_type(dst)})({v}))"
 
     def e_Call(self, e: Call) -> str:
+        intr = _intrinsic(e.fn)
+        if intr is not None:
+            return self._intrinsic_call(intr, e.args)
         t = e.dtype
         args = [self.expr(a) for a in e.args]
         if e.fn == "abs" and t.is_int:
@@ -230,6 +260,21 @@ class CEmitter:
                 return f"((_Float16){fn}({', '.join('(float)' + a for a in args)}))"
             return f"{fn}({', '.join(args)})"
         raise NotImplementedError(f"call {e.fn} on {t.name}")
+
+    def _intrinsic_call(self, intr, args) -> str:
+        """A target intrinsic's C template filled with its arguments (pointers as addresses)."""
+        texts = {}
+        for name, a in zip(intr.params, args):
+            if name in intr.pointer_params:
+                if isinstance(a, Load):
+                    texts[name] = self._addr(a.buffer, a.indices)
+                elif isinstance(a, Const) and a.value == 0:
+                    texts[name] = "NULL"
+                else:
+                    raise ValueError(f"{intr.name}: argument {name} must be an array element or 0, got {a!r}")
+            else:
+                texts[name] = self.expr(a)
+        return intr.c_call(texts)
 
     # -- vectors (templates from the target's intrinsic library) ---------------------------------
     def _isa(self, dtype, lanes):
@@ -362,6 +407,10 @@ class CEmitter:
 
     def s_Alloc(self, s: Alloc, depth):
         b = s.buffer
+        if _intrinsic_memory(b.memory) is not None:
+            # a target memory (e.g. Gemmini's scratchpad): addressed by the intrinsics, never allocated here
+            self.stmt(s.body, depth)
+            return
         n = None
         total = Const(1)
         for d in b.shape:

@@ -1,8 +1,13 @@
 """Lowering: schedule + plan -> loop IR, as one ordered list of named passes.
 
-    scan -> unswitch -> caches -> simplify -> mark loop kinds -> unroll -> simplify
-    -> vectorize -> parallelize (OpenMP; caches private to threads) -> allocate temporaries
-    and caches -> promote registers -> simplify
+    scan -> unswitch -> caches -> simplify -> [target memories -> tensorize -> configs]
+    -> mark loop kinds -> unroll -> simplify -> vectorize -> parallelize (OpenMP; caches
+    private to threads) -> allocate temporaries and caches -> promote registers -> simplify
+
+The bracketed passes run for targets with a tensor/memory library (Gemmini): caches in its
+memories get addresses and their copies become transfers (target_memory), tensorized
+sub-nests become tile instructions (tensorize), configuration writes are hoisted and
+deduplicated (config), and the kernel's work is bracketed as one call of the accelerator.
 
 Each pass is one module whose docstring says what it guarantees. Set ACCPY_DEBUG_LOWER=1
 to print the IR after every pass.
@@ -17,6 +22,9 @@ from ..ir.stmt import Alloc, For, Function
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, Visitor, buffers_of, free_vars
 from .cache import cache_loop_vars, insert_caches
+from .config import hoist_configs
+from .target_memory import is_target_buffer, lower_target_memories
+from .tensorize import check_no_target_access, tensorize
 from .parallelize import mark_parallel, place_buffers
 from .registers import promote_registers
 from .scan import scan
@@ -50,12 +58,13 @@ def lower_loops(space, kinds=None, target=None, plan=None):
     stmt = _log("scan", scan(space))
     parallel = {v for v, k in (kinds or {}).items() if k == "parallel"}
     stmt = _log("unswitch", unswitch(stmt, whole=parallel))
-    cache_bufs, fills = [], {}
+    cache_bufs, fills, owners = [], {}, {}
     if plan is not None and plan.caches:
         stmt = simplify(stmt, keep=cache_loop_vars(plan))
-        stmt, cache_bufs, fills = insert_caches(stmt, plan, _symbols(stmt, space))
+        stmt, cache_bufs, fills = insert_caches(stmt, plan, _symbols(stmt, space), owners)
         stmt = _log("caches", stmt)
     stmt = _log("simplify", simplify(stmt))
+    stmt, cache_bufs = _accelerate(stmt, plan, target, cache_bufs, owners)
     below = {}
     for k, v in space.attrs:
         if k == "unroll_below":
@@ -72,6 +81,31 @@ def lower_loops(space, kinds=None, target=None, plan=None):
     if _has_kind(stmt, "vectorized"):
         stmt = _log("vectorize", vectorize(stmt, target))
     return stmt, cache_bufs, fills
+
+
+def _accelerate(stmt, plan, target, cache_bufs, owners):
+    """The target-library passes (Gemmini): memories, tensorize, configs, the call bracket."""
+    from ..targets.intrinsics import library_for
+
+    library = library_for(target)
+    requests = plan.tensorize_requests() if plan is not None else []
+    if library is None or (not requests and not any(is_target_buffer(b) for b in cache_bufs)):
+        if any(is_target_buffer(b) for b in cache_bufs):
+            check_no_target_access(stmt, requests)
+        return stmt, cache_bufs
+
+    def describe(b):
+        c = owners.get(b)
+        if c is None:
+            return f"cache {b.name}"
+        return f"cache of {c.array.name} at index {c.index.name}" if c.index is not None else f"cache of {c.array.name}"
+
+    stmt, layouts = lower_target_memories(stmt, library, cache_bufs, describe)
+    stmt = _log("target memories", stmt)
+    stmt = _log("tensorize", tensorize(stmt, library, requests, layouts))
+    stmt = _log("simplify", simplify(stmt))
+    stmt = _log("configs", library.wrap_function(hoist_configs(stmt)))
+    return stmt, [b for b in cache_bufs if not is_target_buffer(b)]
 
 
 def _has_kind(stmt, kind) -> bool:

@@ -382,6 +382,8 @@ class _CacheInfo:
     lead_lo: list = field(default_factory=list)
     lead_ext: list = field(default_factory=list)
     alias: bool = False  # thrifty: the source serves as the cache
+    memory: Optional[str] = None  # a target memory (e.g. "scratchpad"), else host memory
+    private: bool = False  # a TEMP living only in this cache: filled with zeros, never written back
 
 
 def cache_loop_vars(plan) -> set:
@@ -401,7 +403,14 @@ def cache_loop_vars(plan) -> set:
     return out
 
 
-def insert_caches(stmt, plan, symbols):
+def _target_memory(c) -> Optional[str]:
+    """The target memory a cache's location names (Gemmini's scratchpad / accumulator), or None."""
+    loc = getattr(c, "location", None)
+    v = getattr(loc, "value", None)
+    return v if v in ("scratchpad", "accumulator") else None
+
+
+def insert_caches(stmt, plan, symbols, owners=None):
     """Returns (stmt, [cache buffers], {id(buffer): fill loop var}) with every requested cache
     inserted; a cache is filled at its trigger loop (multicache) or else at its site loop."""
     from ..nest.array import Array
@@ -421,10 +430,13 @@ def insert_caches(stmt, plan, symbols):
         source = buffers[id(c.source)] if not isinstance(c.source, Array) else c.source_buffer
         layout_last = c.layout is not None and c.layout is Array.Layout.LAST_MAJOR
         info = _CacheInfo(c, source, site_var, trig_var, c.element_type or source.dtype, layout_last, plan.target)
+        info.memory = _target_memory(c)
         stmt = _apply(stmt, info, symbols)
         if info.buffer is not None:
             buffers[id(c)] = info.buffer
             out_bufs.append(info.buffer)
+            if owners is not None:
+                owners[info.buffer] = c
             fills[id(info.buffer)] = trig_var if trig_var is not None else site_var
         elif info.alias:
             buffers[id(c)] = info.source  # a thrifty cache that needed no copy
@@ -494,6 +506,8 @@ def _apply(stmt, info: _CacheInfo, symbols):
 
 def _apply_once(stmt, info: _CacheInfo, symbols):
     # 1. analyse every site: blocks, the buffer's shape
+    if info.memory is not None:
+        return _apply_target(stmt, info, symbols)
     blocks = _site_blocks(stmt, info.site_var, info.source, symbols)
     if not blocks:
         return stmt
@@ -518,6 +532,116 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
                          role="cache", memory="local")
     # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
     return _Rewrite(info, symbols).visit(stmt)
+
+
+def _apply_target(stmt, info: _CacheInfo, symbols):
+    """A cache in a target memory: its key-slice is all the pieces of its index's loop under one
+    iteration of the enclosing loops (unswitching may have cut the loop, e.g. a fused schedule's
+    f into one loop per nest): one block, filled before the first piece, written after the last."""
+    if info.trigger_var is not None:
+        raise ScheduleError(f"cache of {info.source.name} in {info.memory}: triggers (multicaches) are not "
+                            f"supported in target memories")
+    sites = _grouped_sites(stmt, info.site_var)
+    blocks = [b for b in (_footprint(s, enc, info.source, symbols) for s, enc in sites) if b is not None]
+    if not blocks:
+        return stmt
+    shape = [max(b.ext_max[k] for b in blocks) for k in range(info.source.rank)]
+    info.private = info.source.role == "temp" and _private(stmt, info, sites, blocks)
+    info.buffer = Buffer(f"{info.source.name}_cache", info.dtype, tuple(Const(x) for x in shape),
+                         tuple(Const(x) for x in _strides(shape, 0, False)), role="cache", memory=info.memory)
+    return _Rewrite(info, symbols).visit(stmt)
+
+
+def _grouped_sites(stmt, var) -> list:
+    """(site, enclosing) per key-slice at `var`: a loop over var, or a Block of consecutive pieces."""
+    out = []
+
+    def walk(s, enc):
+        if isinstance(s, For):
+            if s.var is var:
+                out.append((s, enc))
+                return
+            walk(s.body, enc + [s])
+        elif isinstance(s, Block):
+            run = []
+            for x in list(s.stmts) + [None]:
+                if isinstance(x, For) and x.var is var:
+                    run.append(x)
+                    continue
+                if run:
+                    out.append((run[0] if len(run) == 1 else Block(tuple(run)), enc))
+                    run = []
+                if x is not None:
+                    walk(x, enc)
+        elif isinstance(s, If):
+            walk(s.then, enc + [s])
+            if s.orelse is not None:
+                walk(s.orelse, enc)
+        elif hasattr(s, "body"):
+            walk(s.body, enc)
+
+    walk(stmt, [])
+    return out
+
+
+def _count_accesses(stmt, buf) -> int:
+    n = [0]
+
+    class V(Visitor):
+        def visit_Load(self, e):
+            if e.buffer is buf:
+                n[0] += 1
+            self.generic_visit(e)
+
+        def visit_Store(self, e):
+            if e.buffer is buf:
+                n[0] += 1
+            self.generic_visit(e)
+
+    V().visit(stmt)
+    return n[0]
+
+
+def _private(stmt, info, sites, blocks) -> bool:
+    """Does every access of the TEMP source sit in a site, with no two site executions sharing an
+    element? Then each block starts as zeros (nothing touched it before) and nobody reads it after."""
+    buf = info.source
+    if _count_accesses(stmt, buf) != sum(_count_accesses(s, buf) for s, _ in sites):
+        return False
+    if any(a is None for b in blocks for a in list(b.lo_aff) + list(b.hi_aff or [None] * len(b.lo_aff))):
+        return False
+    import z3
+
+    def encode(aff, names, tag):
+        e = z3.IntVal(aff.const)
+        for v, c in aff.terms:
+            if v not in names:
+                names[v] = z3.Int(f"{v.name}#{v.uid}#{tag}")
+            e = e + c * names[v]
+        return e
+
+    for m, b1 in enumerate(blocks):
+        for n_, b2 in enumerate(blocks):
+            if n_ < m:
+                continue
+            s = z3.Solver()
+            s.set("timeout", 2000)
+            n1, n2 = {}, {}
+            for c in b1.ctx:
+                s.add(encode(c, n1, 1) >= 0)
+            for c in b2.ctx:
+                s.add(encode(c, n2, 2) >= 0)
+            for d in range(buf.rank):
+                s.add(encode(b1.lo_aff[d], n1, 1) <= encode(b2.hi_aff[d], n2, 2))
+                s.add(encode(b2.lo_aff[d], n2, 2) <= encode(b1.hi_aff[d], n1, 1))
+            if m == n_:
+                common = [v for v in n1 if v in n2]
+                if not common:
+                    continue  # no enclosing loops: the site runs once
+                s.add(z3.Or(*[n1[v] != n2[v] for v in common]))
+            if s.check() != z3.unsat:
+                return False
+    return True
 
 
 def _thrifty_skips(info: _CacheInfo, blocks) -> bool:
@@ -657,6 +781,31 @@ class _Rewrite(Mutator):
         self.symbols = symbols
         self.enclosing: list = []
 
+    def visit_Block(self, b: Block):
+        info = self.info
+        if info.memory is None:
+            return self.generic_visit(b)
+        # a target-memory cache: consecutive pieces of the site loop form one key-slice
+        out, run, changed = [], [], False
+        for x in list(b.stmts) + [None]:
+            if isinstance(x, For) and x.var is info.site_var:
+                run.append(x)
+                continue
+            if len(run) == 1:
+                out.append(self.visit(run[0]))
+            elif run:
+                site = Block(tuple(run))
+                blk = _footprint(site, self.enclosing, info.source, self.symbols)
+                if blk is None:
+                    out.extend(run)
+                else:
+                    out.extend([*self._copy_in(blk), _RedirectAccesses(info, blk).visit(site),
+                                *self._write_back(blk)])
+            run = []
+            if x is not None:
+                out.append(self.visit(x))
+        return block(*out)
+
     def visit_For(self, f: For):
         info = self.info
         if f.var is info.site_var:
@@ -700,6 +849,8 @@ class _Rewrite(Mutator):
                 and last is not None and last.is_const and last.const == 1 and not self.info.layout_last)
 
     def _small(self) -> bool:
+        if self.info.memory is not None:
+            return False
         return _prod(int(to_affine(s).const) for s in self.info.buffer.shape) <= REGISTER_CACHE_ELEMENTS
 
     def _exts(self, blk):
@@ -710,6 +861,9 @@ class _Rewrite(Mutator):
         if not blk.reads and blk.full_overwrite:
             return []
         src = info.source
+        if info.private:
+            return [self._copy_nest(self._exts(blk), lambda vs: Store(info.buffer, tuple(vs), Const(0, info.dtype)),
+                                    False)]
 
         def body(vs):
             val = Load(src, tuple(idx_op("add", lo, v) for lo, v in zip(blk.lo, vs)))
@@ -721,7 +875,7 @@ class _Rewrite(Mutator):
 
     def _write_back(self, blk):
         info = self.info
-        if not blk.writes or info.source.role in ("input", "const"):
+        if not blk.writes or info.source.role in ("input", "const") or info.private:
             return []
         src = info.source
 

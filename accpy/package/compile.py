@@ -136,17 +136,49 @@ def _publish(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def gemmini_model_object(cflags: list) -> Path:
+    """native/gemmini/gemmini_model.c compiled as a package unit (-DACCPY_SPLIT_UNIT), cached."""
+    from .paths import native_file
+
+    src = native_file("gemmini/gemmini_model.c")
+    texts = [src.read_text(), native_file("gemmini/gemmini.h").read_text(), native_file("accpy_runtime.h").read_text()]
+    flags = list(cflags) + ["-DACCPY_SPLIT_UNIT", f"-I{src.parent}"]
+    key = cache_key(*texts, " ".join(flags), compiler_identity(CC))
+    final = cache_dir() / "obj" / key
+    obj = final / "gemmini_model.o"
+    if obj.exists():
+        return obj
+    (cache_dir() / "obj").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "obj", prefix=".build-"))
+    try:
+        _run([CC, *flags, "-c", str(src), "-o", str(tmp / "gemmini_model.o")], "native/gemmini/gemmini_model.c",
+             str(src), "compiling the Gemmini model")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return obj
+
+
 def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
-              progress=None) -> Library:
+              progress=None, gemmini: bool = False) -> Library:
     """Compile C source into a shared library and a static archive (cached).
 
     `units`: the same code split into translation units (see sources.c_source), compiled
-    in parallel on all cores; `progress(done, total)` is called as units finish.
+    in parallel on all cores; `progress(done, total)` is called as units finish. `gemmini`:
+    the code calls Gemmini's intrinsics: the functional model is linked in as one more
+    (separately cached) unit.
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from .paths import native_file
+
     cflags = BASE_CFLAGS + list(flags) + (["-fopenmp"] if openmp else [])
-    key = cache_key(source, " ".join(cflags), compiler_identity(CC))
+    extra_objs = []
+    if gemmini:
+        cflags = cflags + [f"-I{native_file('gemmini')}"]
+        extra_objs = [gemmini_model_object(BASE_CFLAGS)]
+    key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs])
     final = cache_dir() / "lib" / key
     so, ar = final / "lib.so", final / "lib.a"
     if so.exists() and ar.exists():
@@ -177,8 +209,9 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         else:
             for k in range(len(srcs)):
                 one(k)
-        _run([CC, "-shared", *map(str, objs), "-o", str(tmp / "lib.so"), "-lm"] + (["-fopenmp"] if openmp else []),
-             display_path, str(srcs[0]), "linking")
+        objs = objs + list(extra_objs)
+        _run([CC, "-shared", *map(str, objs), "-o", str(tmp / "lib.so"), "-lm", "-lpthread"] +
+             (["-fopenmp"] if openmp else []), display_path, str(srcs[0]), "linking")
         _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
         _publish(tmp, final)
     finally:
@@ -271,7 +304,7 @@ def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str,
         _run([CXX, *cxxflags, "-c", str(src), "-o", str(tmp / "module.o")], display_path, str(src),
              "compiling the Python module")
         _run([CXX, "-shared", *flags, str(tmp / "module.o"), str(core), str(static_lib), "-Wl,--exclude-libs,ALL",
-              "-lm", "-o", str(tmp / f"module{suffix}")], display_path, str(src), "linking the Python module")
+              "-lm", "-lpthread", "-o", str(tmp / f"module{suffix}")], display_path, str(src), "linking the Python module")
         (tmp / "module.o").unlink()
         _publish(tmp, final)
     finally:

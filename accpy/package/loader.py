@@ -72,6 +72,7 @@ class BuiltPackage:
         self._functions = {}
         binder = get_binder()
         lib = str(stable_library_path(library))
+        self._library_path = lib
         for full, base, infos in functions:
             pos = position_map(infos)
             k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos])
@@ -88,6 +89,48 @@ class BuiltPackage:
 
     def __getitem__(self, item):
         return self._functions[item]
+
+    # -- the Gemmini model linked into the package (one machine per loaded library) ----------------
+    def _gemmini(self):
+        import ctypes
+
+        lib = self.__dict__.get("_gemmini_lib")
+        if lib is None:
+            lib = ctypes.CDLL(self._library_path)  # the handle the kernels were loaded from
+            if not hasattr(lib, f"{self.name}_gemmini_counters"):
+                raise AttributeError(f"package {self.name!r} does not run on Gemmini (no Gemmini model inside)")
+            self.__dict__["_gemmini_lib"] = lib
+        return lib
+
+    def gemmini_counters(self) -> dict:
+        """The Gemmini model's counters since the last reset: instructions by kind (and their sum,
+        `instructions`), bytes_in / bytes_out, macs, unit cycles, cycles, calls and utilization =
+        macs / (cycles * 256) (the fixed cycle model of native/gemmini/gemmini_model.c)."""
+        import ctypes
+
+        from ..targets.gemmini_model import DIM, counter_fields
+
+        names = counter_fields()
+
+        class Counters(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_uint64) for n in names]
+
+        c = Counters()
+        getattr(self._gemmini(), f"{self.name}_gemmini_counters")(ctypes.byref(c))
+        out = {n: int(getattr(c, n)) for n in names}
+        kinds = ("config_ex", "config_ld", "config_st", "mvin", "mvout", "preload", "compute_preloaded",
+                 "compute_accumulated", "fence", "flush")
+        out["instructions"] = sum(out[k] for k in kinds if k in out)
+        out["utilization"] = out["macs"] / (out["cycles"] * DIM * DIM) if out.get("cycles") else 0.0
+        return out
+
+    def gemmini_reset_counters(self) -> None:
+        """Zero the Gemmini model's counters."""
+        getattr(self._gemmini(), f"{self.name}_gemmini_reset_counters")()
+
+    def gemmini_reset(self) -> None:
+        """The Gemmini model back to power-on (memories, configuration, counters, error)."""
+        getattr(self._gemmini(), f"{self.name}_gemmini_reset")()
 
     @property
     def function_names(self) -> list:

@@ -264,8 +264,11 @@ class Package:
                     remove_file(stale)  # binaries of an earlier build would not match these sources
             return None  # type: ignore[return-value]
         t1 = time.perf_counter()
-        bar = ProgressBar(name) if units is not None and progress else None
-        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar)
+        bar = ProgressBar(name) if units is not None and len(units) > 1 and progress else None
+        from .sources import uses_gemmini
+
+        gemmini = uses_gemmini(fns)
+        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, gemmini=gemmini)
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
@@ -314,6 +317,7 @@ class Package:
         fn_desc = [(f.name, f.base_name, f.infos) for f in fns]
         # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
         built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
+        built.gemmini = gemmini
         timings["total"] = time.perf_counter() - t0
         built.timings = timings
         return built

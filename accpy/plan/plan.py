@@ -45,6 +45,16 @@ class Plan:
                           double_buffer=double_buffer, double_buffer_location=double_buffer_location,
                           vectorize=vectorize, strategy=strategy)
 
+    def tensorize(self, indices, intrinsic=None) -> None:
+        """Run the sub-nest spanned by `indices` = (i, j, k) on a tensor instruction: on Gemmini,
+        C[i, j] += int32(A[i, k]) * int32(B[k, j]) over tiles of at most 16x16x16 (i: rows of the
+        output, j: its columns, k: the reduction), with A and B cached in the SCRATCHPAD and C in
+        the ACCUMULATOR. In a fused schedule, a statement reading the accumulator over (i, j)
+        (C[i, j] = int8(round(float32(Acc[i, j]) * s)), optional ReLU, or a raw copy) becomes the
+        output transfer. Indices, extents and element types are checked now; operand memories and
+        access patterns when the package is built (a ValueError says what did not match)."""
+        return self._call("tensorize", indices, intrinsic=intrinsic)
+
     def _call(self, op, *args, **kwargs):
         from ..nest.parameters import has_parameter
 
@@ -95,6 +105,7 @@ class Plan:
         self._parallel = None
         self._commands: list = []  # (op, args, kwargs, result), replayed by realize()
         self._waiting = False  # some call waits for parameter values
+        self._tensorized: list = []  # (index handles (i, j, k), intrinsic)
 
     @property
     def schedule(self):
@@ -309,6 +320,52 @@ class Plan:
                   thrifty, location, double_buffer)
         self._caches.append(c)
         return c
+
+    # -- tensorize ---------------------------------------------------------------------------------
+    def _tensorize(self, indices, intrinsic=None) -> None:
+        from ..targets.intrinsics import library_for
+
+        library = library_for(self._target)
+        if library is None:
+            raise ValueError(f"tensorize: target {self._target.name} has no tensor instructions accpy can use "
+                             f"(Gemmini has: acc.Target(acc.Target.Model.GEMMINI))")
+        intr = library.tensor_intrinsic(intrinsic)
+        if not isinstance(indices, (tuple, list)) or len(indices) != len(intr.shape):
+            raise ValueError(f"tensorize: indices must be {len(intr.shape)} indices (i, j, k) of the schedule: "
+                             f"output rows, output columns, reduction; got {indices!r}")
+        space = self._schedule.space
+        for ix in indices:
+            self._dim_var(ix, "indices")
+            self._not_fusing(ix, "tensorize")
+        if len({id(ix) for ix in indices}) != len(indices):
+            raise ValueError(f"tensorize: the indices {[ix.name for ix in indices]} name a loop twice")
+        positions = sorted(space.position(ix) for ix in indices)
+        n = len(space.dims)
+        if positions != list(range(n - len(indices), n)):
+            order = [d.index.name for d in space.dims]
+            raise ValueError(f"tensorize: {[ix.name for ix in indices]} must be the innermost loops of the "
+                             f"schedule (in any order); the order is {order}")
+        for ix, size in zip(indices, intr.shape):
+            from ..ir.expr import as_int
+
+            ext = as_int(space.dim(ix).extent)
+            if ext is None or ext > size:
+                raise ValueError(f"tensorize: the loop of {ix.name} runs {space.dim(ix).extent} iterations; "
+                                 f"{intr.name} covers at most {size} (split it by {size})")
+        k_var = space.dim(indices[2]).var
+        for part in space.parts:
+            if not any(a.coef(k_var) for a in part.index_map.values()):
+                continue  # no reduction loop here: e.g. a fused epilogue, matched when built
+            for st in part.statements:
+                library.matmul_operands(st.store, f"tensorize: {st.describe()}")
+        if any(any(a is b for a, b in zip(t[0], indices)) for t in self._tensorized):
+            raise ValueError("tensorize: these loops are already tensorized")
+        self._tensorized.append((tuple(indices), intr))
+
+    def tensorize_requests(self) -> list:
+        """[(loop vars (i, j, k), description)] of the tensorized sub-nests, for lowering."""
+        return [(tuple(self._dim_var(ix) for ix in ixs), f"tensorize({', '.join(ix.name for ix in ixs)})")
+                for ixs, _ in self._tensorized]
 
     def _uses(self, array) -> bool:
         from ..analysis.logic_check import accesses_of

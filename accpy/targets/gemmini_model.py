@@ -180,6 +180,21 @@ def _declarations(header_text: str) -> str:
     return struct + "\n" + "\n".join(" ".join(f.split()) for f in funcs)
 
 
+def counter_fields() -> list:
+    """Field names of accpy_gemmini_counters_t, in order (read from gemmini.h)."""
+    from ..package.paths import native_file
+
+    text = native_file("gemmini/gemmini.h").read_text()
+    struct = re.search(r"typedef struct accpy_gemmini_counters \{(.*?)\} accpy_gemmini_counters_t;", text, re.S).group(1)
+    struct = re.sub(r"/\*.*?\*/", "", struct, flags=re.S)
+    names = []
+    for decl in struct.split(";"):
+        decl = decl.strip()
+        if decl:
+            names += [n.strip() for n in decl.replace("uint64_t", "", 1).split(",")]
+    return names
+
+
 def library_path() -> Path:
     """The model compiled as a standalone shared library (built once per source/flags/compiler)."""
     from ..package.compile import CC, _run, cache_key, compiler_identity, copy_atomic, output_lock
