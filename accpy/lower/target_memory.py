@@ -48,17 +48,20 @@ class _Copies(Mutator):
         return self.generic_visit(f)
 
     def _copy(self, loops, s: Store):
-        vs = [f.var for f in loops]
         if any(as_int(f.lo) != 0 for f in loops):
             return None
-        exts = [f.hi for f in loops]
+        ext = {f.var: f.hi for f in loops}
         lay = self.layouts.get(s.buffer)
-        if lay is not None and tuple(s.indices) == tuple(vs) and len(vs) == s.buffer.rank:
+        if lay is not None:
+            coords = _coords(s.indices, ext)
+            if coords is None:
+                return None
             what = self.describe(s.buffer)
+            exts = [ext.get(c, Const(1)) for c in coords]
             if isinstance(s.value, Const) and s.value.value == 0:
-                return self.library.copy_in(lay, None, [Const(0)] * len(vs), exts, what)
+                return self.library.copy_in(lay, None, [Const(0)] * len(coords), exts, what)
             if isinstance(s.value, Load) and s.value.buffer not in self.layouts:
-                origin = _origin(s.value.indices, vs)
+                origin = _origin(s.value.indices, coords)
                 if origin is not None:
                     return self.library.copy_in(lay, s.value.buffer, origin, exts, what)
             if not isinstance(s.value, Load):
@@ -66,21 +69,42 @@ class _Copies(Mutator):
                                  f"(element_type=): not supported")
             return None
         v = s.value
-        if isinstance(v, Load) and v.buffer in self.layouts and s.buffer not in self.layouts \
-                and tuple(v.indices) == tuple(vs) and len(vs) == v.buffer.rank and s.reduce is None:
-            origin = _origin(s.indices, vs)
+        if isinstance(v, Load) and v.buffer in self.layouts and s.reduce is None:
+            coords = _coords(v.indices, ext)
+            if coords is None:
+                return None
+            origin = _origin(s.indices, coords)
             if origin is not None:
+                exts = [ext.get(c, Const(1)) for c in coords]
                 return self.library.copy_out(self.layouts[v.buffer], s.buffer, origin, exts,
                                              self.describe(v.buffer))
         return None
 
 
-def _origin(indices, vs):
-    """lo_d when indices[d] == lo_d + vs[d] (lo_d free of the copy vars), else None."""
-    out = []
-    for ix, v in zip(indices, vs):
-        a = to_affine(ix)
-        if a is None or a.coef(v) != 1 or any(a.coef(w) for w in vs if w is not v):
+def _coords(indices, ext):
+    """The copy's coordinate per cache dimension: a copy loop's var, or 0 (a dimension of extent 1
+    whose loop was simplified away); None unless each loop var is used exactly once, in order."""
+    out, seen = [], []
+    for ix in indices:
+        if isinstance(ix, Var) and ix in ext:
+            out.append(ix)
+            seen.append(ix)
+        elif as_int(ix) == 0:
+            out.append(None)
+        else:
             return None
-        out.append((a - to_affine(v)).to_expr())
+    if seen != list(ext):
+        return None
+    return out
+
+
+def _origin(indices, coords):
+    """lo_d when indices[d] == lo_d + coords[d] (lo_d free of the copy vars), else None."""
+    vs = [c for c in coords if c is not None]
+    out = []
+    for ix, v in zip(indices, coords):
+        a = to_affine(ix)
+        if a is None or any(a.coef(w) for w in vs if w is not v) or (v is not None and a.coef(v) != 1):
+            return None
+        out.append((a - to_affine(v)).to_expr() if v is not None else a.to_expr())
     return out

@@ -24,9 +24,33 @@ from .target_memory import is_target_buffer
 
 @dataclass(frozen=True)
 class _PendingTile(Stmt):
-    """A matched tile, expanded into calls once its enclosing loop is known (weight reuse)."""
+    """Matched tiles sharing one weight operand, expanded into calls once the loops around them
+    are known (weight reuse): `items` = ((tile, its own loops), ...) run one after the other,
+    inside the `reuse` loops (outermost first); none of those loops moves the weights."""
 
-    tile: object
+    items: tuple
+    reuse: tuple = ()
+
+    @property
+    def b_vars(self) -> frozenset:
+        out = frozenset()
+        for t, _ in self.items:
+            out |= t.b_vars
+        return out
+
+    @property
+    def weights(self):
+        t = self.items[0][0]
+        return (t.b, t.tk, t.tj)
+
+    def loops(self):
+        return list(self.reuse) + [f for _, ls in self.items for f in ls]
+
+
+def _loop_vars_in(e) -> frozenset:
+    from ..ir.visitor import free_vars
+
+    return frozenset(free_vars(e))
 
 
 def tensorize(stmt, library, requests, layouts):
@@ -45,10 +69,13 @@ class _Tensorize(Mutator):
     def visit_For(self, f: For):
         if f.var not in self.roles:
             body = self.visit(f.body)
-            if isinstance(body, _PendingTile) and f.var not in body.tile.b_vars:
-                # the weights stay: preload them at the first iteration only
-                calls = self.library.tile_calls(body.tile, reuse_var=f.var, first=f.lo)
-                return For(f.var, f.lo, f.hi, calls, f.kind, f.attrs)
+            if isinstance(body, _PendingTile) and f.var not in body.b_vars and f.kind != "parallel" and \
+                    not any(f.var in _loop_vars_in(g.lo) | _loop_vars_in(g.hi) for g in body.loops()):
+                # (inner reuse loops must not depend on this one: each of them runs from its start)
+                # the weights stay across this loop: preloaded at the first iteration only
+                return _PendingTile(body.items, (f,) + body.reuse)
+            if isinstance(body, _PendingTile):
+                body = _expand(self.library, body)
             return f if body is f.body else For(f.var, f.lo, f.hi, body, f.kind, f.attrs)
         loops, s = [], f
         while isinstance(s, For) and s.var in self.roles:
@@ -60,14 +87,36 @@ class _Tensorize(Mutator):
                              f"statement; found {type(s).__name__} inside the loop of {loops[-1].var.name}")
         return self._match(loops, s)
 
+    def visit_Block(self, b):
+        out = self.generic_visit(b)
+        stmts = getattr(out, "stmts", None)
+        if not stmts or not all(isinstance(x, _PendingTile) for x in stmts):
+            return out
+        # consecutive tiles with the same weights (e.g. the full tiles and the tail of a loop the
+        # unswitching cut): one preload for all of them
+        first = stmts[0]
+        if all(x.weights == first.weights and (not x.reuse or len(x.items) == 1) for x in stmts) and \
+                all(_runs(f) for f in first.loops()):
+            items = []
+            for x in stmts:
+                if x.reuse:
+                    items.append((x.items[0][0], tuple(x.reuse) + tuple(x.items[0][1])))
+                else:
+                    items.extend(x.items)
+            return _PendingTile(tuple(items))
+        return out
+
     def visit_Store(self, s: Store):
         if _touches_target(s, self.layouts):
             return self._match([], s)
         return s
 
     def _match(self, loops, s):
+        pro = self.library.match_prologue(loops, s, self.roles, self.layouts, self.what)
+        if pro is not None:
+            return pro
         if s.reduce is not None or s.buffer in self.layouts:
-            return _PendingTile(self.library.match_tile(loops, s, self.roles, self.layouts, self.what))
+            return _PendingTile(((self.library.match_tile(loops, s, self.roles, self.layouts, self.what), ()),))
         out = self.library.match_epilogue(loops, s, self.roles, self.layouts, self.what)
         if out is None:
             if not _touches_target(s, self.layouts):
@@ -89,7 +138,50 @@ class _Expand(Mutator):
         self.library = library
 
     def visit__PendingTile(self, p):
-        return self.library.tile_calls(p.tile)
+        return _expand(self.library, p)
+
+
+def _first(loops):
+    from ..ir.expr import BinOp
+    from ..ir.types import ScalarType
+
+    cond = None
+    for f in loops:
+        c = BinOp("eq", f.var, f.lo, ScalarType.bool)
+        cond = c if cond is None else BinOp("land", cond, c, ScalarType.bool)
+    return cond
+
+
+def _runs(f) -> bool:
+    """A loop certainly runs at least once (constant bounds)."""
+    from ..ir.expr import as_int
+
+    lo, hi = as_int(f.lo), as_int(f.hi)
+    return lo is not None and hi is not None and hi > lo
+
+
+def _wrap(loops, s):
+    for f in reversed(loops):
+        s = For(f.var, f.lo, f.hi, s, f.kind, f.attrs)
+    return s
+
+
+def _expand(library, p: _PendingTile):
+    """The tiles' calls: the first tile preloads the weights when every loop around it starts
+    (always, without reuse loops); the others, after it, always reuse them."""
+    from ..ir.expr import Const
+    from ..ir.stmt import block
+    from ..ir.types import ScalarType
+
+    out = []
+    for n, (tile, loops) in enumerate(p.items):
+        if n == 0:
+            cond = _first(list(p.reuse) + list(loops))
+            calls = library.tile_calls(tile) if cond is None else library.tile_calls(tile, first_iteration=cond)
+        else:
+            calls = library.tile_calls(tile, first_iteration=Const(False, ScalarType.bool))
+        out.append(_wrap(list(loops), calls))
+    return _wrap(list(p.reuse), block(*out))
 
 
 def _touches_target(s, layouts) -> bool:

@@ -491,18 +491,21 @@ def _free(e) -> frozenset:
     return frozenset(free_vars(e))
 
 
-def tile_calls(t: Tile, reuse_var=None, first=None):
-    """preload + compute of one tile; with `reuse_var`, the weights are preloaded only when
-    reuse_var == first and the other iterations preload GARBAGE and compute_accumulated."""
+def tile_calls(t: Tile, first_iteration=None):
+    """preload + compute of one tile; with `first_iteration` (a condition), the weights are
+    preloaded only when it holds; otherwise GARBAGE is preloaded and compute_accumulated reuses
+    the weights already in the array."""
     g = Const(gm.GARBAGE_ADDR)
     cfg = call(CONFIG_EX, t.c_stride, t.a_stride)
     fresh = block(call(PRELOAD, t.b, t.c, t.tj, t.tk, t.tj, t.ti),
                   call(COMPUTE_PRELOADED, t.a, g, t.tk, t.ti, DIM, DIM))
-    if reuse_var is None:
+    if first_iteration is None or (isinstance(first_iteration, Const) and first_iteration.value):
         return block(cfg, fresh)
     reuse = block(call(PRELOAD, g, t.c, t.tj, t.tk, t.tj, t.ti),
                   call(COMPUTE_ACCUMULATED, t.a, g, t.tk, t.ti, DIM, DIM))
-    return block(cfg, If(BinOp("eq", reuse_var, first, ScalarType.bool), fresh, reuse))
+    if isinstance(first_iteration, Const):
+        return block(cfg, reuse)
+    return block(cfg, If(first_iteration, fresh, reuse))
 
 
 # ---- the epilogue: scaled int8 (or raw int32) mvout --------------------------------------------------
@@ -585,6 +588,43 @@ def match_epilogue(loops, store, roles, layouts, what: str):
     tj = ext[j] if j is not None else Const(1)
     cfg = call(CONFIG_ST, stride_b, act, scale if scale is not None else Const(1.0, F32))
     return block(cfg, call(MVOUT, Load(dst, origin), lay.address(row, raw=scale is None), tj, ti))
+
+
+def match_prologue(loops, store, roles, layouts, what: str):
+    """mvin for `loops` around Acc[i, j] = X[...] (X int32 in DRAM, e.g. a bias row broadcast over i:
+    DRAM stride 0), or None when `store` is not such a copy."""
+    v = store.value
+    lay = layouts.get(store.buffer)
+    if lay is None or lay.memory is not ACCUMULATOR or store.reduce is not None or not isinstance(v, Load) \
+            or v.buffer in layouts:
+        return None
+    src = v.buffer
+    if src.dtype is not I32:
+        raise ValueError(f"{what}: {src.name} is {src.dtype.name}; a mvin into the accumulator moves int32")
+    _check_dram(src, what)
+    loop_vars = {f.var for f in loops}
+    i, j = (roles[0] if roles[0] in loop_vars else None), (roles[1] if roles[1] in loop_vars else None)
+    if any(f.var not in (i, j) for f in loops) or any(as_int(f.lo) != 0 for f in loops):
+        raise ValueError(f"{what}: the copy into {store.buffer.name} must loop over rows and columns only")
+    ext = {f.var: idx_op("sub", f.hi, f.lo) for f in loops}
+    row, stride = _tile_access(lay, store.indices, i, j, None, what, store.buffer.name)
+    if i is not None and stride != 1:
+        raise ValueError(f"{what}: the rows of {store.buffer.name} step {stride} accumulator rows; a mvin writes "
+                         f"consecutive rows")
+    sidx = [to_affine(x) for x in v.indices]
+    if any(a is None for a in sidx) or (j is not None and sidx[-1].coef(j) != 1):
+        raise ValueError(f"{what}: the columns of {src.name} must be its last subscript with step 1")
+    rows_dims = [d for d, a in enumerate(sidx[:-1]) if i is not None and a.coef(i)]
+    if len(rows_dims) > 1 or (rows_dims and sidx[rows_dims[0]].coef(i) != 1):
+        raise ValueError(f"{what}: the rows of {src.name} must move one subscript with step 1 (or none: a "
+                         f"broadcast row)")
+    stride_b = _byte_stride(src, rows_dims[0]) if rows_dims else Const(0)
+    zero = {x: Affine.constant(0) for x in (i, j) if x is not None}
+    origin = tuple(a.subs(zero).to_expr() for a in sidx)
+    ti = ext[i] if i is not None else Const(1)
+    tj = ext[j] if j is not None else Const(1)
+    cfg = call(CONFIG_LD, stride_b, Const(1.0, F32), 0, DIM, lay.queue)
+    return block(cfg, call(MVIN[lay.queue], Load(src, origin), lay.address(row), tj, ti))
 
 
 def wrap_function(body):
