@@ -3,11 +3,13 @@
     C[i, j] += A[i, k] * B[k, j]
 
 Schedule (the classic five-loop blocking):  j (NC) -> k (KC) -> i (MC) -> jj (NR) -> ii (MR)
--> kk -> iii -> jjj.  Plan: B is packed into KC x NR panels and A into MR x KC panels
-(multicaches filled once per k / i block), the MR x NR block of C is cached at kk, and
-with iii unrolled and jjj vectorized that cache lives in vector registers: the inner kk
-loop is MR * NR/16 FMAs on register accumulators. The outer j (or i) loop runs on all
-cores.
+-> kk -> iii -> jjj.  Plan: B is packed into KC x NR panels (a multicache filled once per
+k block; the KC x NC block of B fills the core's L2), the MR x NR block of C is cached at
+kk, and with iii unrolled and jjj vectorized that cache lives in vector registers: the
+inner kk loop is MR * NR/16 FMAs on register accumulators, its A operands broadcast
+straight from A's rows (a long KC amortizes the C tile's loads and stores; packing A into
+MR x KC panels as well is an option, `pack_a`, that measured slower on this machine).
+The outer j (or i) loop runs on all cores.
 
     python samples/optimized_matmul.py [M N K] [--threads T] [--output-dir DIR]
 """
@@ -29,15 +31,19 @@ def block_sizes(target, M, N, K, threads):
     NR = 4 * lanes if lanes == 16 else 3 * lanes  # 64 columns on AVX-512, 24 on AVX2
     MR = 6 if lanes == 16 else 4
     l2 = target.cache_sizes[1]
-    KC = 384 if K >= 384 else max(K, 1)
-    # an MC x KC block of A sits comfortably in L2
-    MC = max(MR, min(96, (l2 // (4 * KC * 4)) // MR * MR))
-    NC = 1024
-    # give every thread at least one NC block of columns when there are enough columns
+    KC = max(1, min(K, 1024))
+    # the packed KC x NC block of B fills L2 (at most 4 micro-panels wide)
+    NC = max(NR, min(4 * NR, (l2 // (4 * KC)) // NR * NR))
+    MC = 16 * MR
     if threads > 1 and N >= 2 * NR * threads:
-        NC = min(NC, -(-N // threads))
-        NC = -(-NC // NR) * NR
-    return dict(NC=NC, KC=KC, MC=MC, NR=NR, MR=MR)
+        # the threads take contiguous runs of NC blocks: pick the NC (a multiple of NR, at
+        # most the cache-sized one) whose busiest thread has the fewest columns
+        def busiest(nc):
+            blocks = -(-N // nc)
+            return min(N, -(-blocks // threads) * nc)
+
+        NC = min(range(NR, NC + 1, NR), key=lambda nc: (busiest(nc), -nc))
+    return dict(NC=NC, KC=KC, MC=MC, NR=NR, MR=MR, pack_a=False)
 
 
 def matmul_plan(M, N, K, threads=1, target=None, sizes=None):
@@ -64,7 +70,8 @@ def matmul_plan(M, N, K, threads=1, target=None, sizes=None):
 
     plan = schedule.create_plan(target)
     plan.cache(B, index=ii, trigger_index=k)  # packed KC x NR panels of B
-    plan.cache(A, index=kk, trigger_index=i, layout=acc.Array.Layout.LAST_MAJOR)  # MR-wide panels of A
+    if b.get("pack_a", False):
+        plan.cache(A, index=kk, trigger_index=i, layout=acc.Array.Layout.LAST_MAJOR)  # MR-wide panels of A
     plan.cache(C, index=kk)  # the MR x NR micro-tile: registers
     plan.unroll(iii)
     plan.vectorize(jjj)
