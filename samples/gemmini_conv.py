@@ -83,7 +83,7 @@ def conv_plan(H: int, W: int, C: int, K: int, relu: bool = True, naive: bool = F
         plan = schedule.create_plan(gemmini)
         plan.cache(Acc, index=f, location=acc.MemorySpace.ACCUMULATOR)
         plan.cache(In, index=ky, location=acc.MemorySpace.SCRATCHPAD)
-        plan.cache(Wt, index=ky, location=acc.MemorySpace.SCRATCHPAD)
+        plan.cache(Wt, index=c, location=acc.MemorySpace.SCRATCHPAD)
         plan.tensorize(indices=(x3, o3, c3))
     return plan, (In, Wt, Out, scale)
 
