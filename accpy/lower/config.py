@@ -9,7 +9,9 @@ state; instructions read it. Two rules, both exact:
   - redundancy: a write of the value the state certainly holds already is removed (a forward
     walk; a loop or branch that writes a state makes it unknown unless all its writes are the
     value it holds).
-Applied bottom-up, a tiled matmul's configs end up once, before all loops.
+Applied bottom-up, a tiled matmul's configs end up once, before all loops. Emitted code
+issues every instruction right after the configuration it reads, so moving a write of a value
+the state holds at every reader earlier (before the loop, or to the start) changes nothing.
 
 Guarantees afterwards: the same instructions read the same configuration values as before.
 """
@@ -133,7 +135,16 @@ def _redundant(stmt, known: dict):
 
 
 def hoist_configs(stmt):
-    """Hoist loop-invariant configuration writes, then drop the redundant ones."""
+    """Hoist loop-invariant configuration writes, then drop the redundant ones; a state written
+    with one value only (after hoisting) is written once, first."""
     stmt = _Hoist().visit(stmt)
     out, _ = _redundant(stmt, {})
-    return out if out is not None else block()
+    if out is None:
+        return block()
+    writes = _writes(out)
+    once = {st: calls[0] for st, calls in writes.items() if "?" not in st and all(c == calls[0] for c in calls)
+            and not free_vars(calls[0]) & _bound_vars(out)}
+    if not once:
+        return out
+    rest = _Remove(set(once)).visit(out)
+    return block(*[Evaluate(c) for c in once.values()], rest if rest is not None else block())

@@ -350,7 +350,8 @@ class Plan:
 
             ext = as_int(space.dim(ix).extent)
             if ext is None or ext > size:
-                raise ValueError(f"tensorize: the loop of {ix.name} runs {space.dim(ix).extent} iterations; "
+                shown = ext if ext is not None else "a runtime number of"
+                raise ValueError(f"tensorize: the loop of {ix.name} runs {shown} iterations; "
                                  f"{intr.name} covers at most {size} (split it by {size})")
         k_var = space.dim(indices[2]).var
         for part in space.parts:

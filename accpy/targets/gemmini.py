@@ -51,8 +51,10 @@ class RefMachine:
         self.pre = None
 
 
-def _dram_rows(dram: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    return np.asarray(dram)[:rows, :cols]
+def _dram_rows(dram: np.ndarray, rows: int, cols: int, stride: int) -> np.ndarray:
+    """The rows x cols DRAM tile at dram's first element, rows `stride` bytes apart (a view)."""
+    dram = np.asarray(dram)
+    return np.lib.stride_tricks.as_strided(dram, shape=(rows, cols), strides=(stride, dram.itemsize))
 
 
 def _ref_config_ex(m, c_stride, a_stride):
@@ -74,7 +76,8 @@ def _ref_mvin(queue):
         if dram is None:
             vals = np.zeros((rows, cols), np.int32 if to_acc else np.int8)
         else:
-            vals = gm.ref_mvin(_dram_rows(dram, rows, cols), q["scale"], accumulator=to_acc, shrunk=bool(q["shrunk"]))
+            vals = gm.ref_mvin(_dram_rows(dram, rows, cols, q["stride"]), q["scale"], accumulator=to_acc,
+                               shrunk=bool(q["shrunk"]))
         data, written = gm.ref_mvin_layout(vals, q["block_stride"])
         row = addr & 0x1FFFFFFF if to_acc else addr
         mem = m.acc if to_acc else m.spad
@@ -89,8 +92,8 @@ def _ref_mvout(m, dram, addr, cols, rows):
     to_acc = bool(addr & gm.ACC_BIT)
     row = addr & 0x1FFFFFFF if to_acc else addr
     src = (m.acc if to_acc else m.spad)[row:row + rows, :cols]
-    dram[:rows, :cols] = gm.ref_mvout(src, accumulator=to_acc, raw=bool(addr & gm.FULL_BIT), scale=m.st["scale"],
-                                      act=m.st["act"])
+    out = _dram_rows(dram, rows, cols, m.st["stride"])
+    out[...] = gm.ref_mvout(src, accumulator=to_acc, raw=bool(addr & gm.FULL_BIT), scale=m.st["scale"], act=m.st["act"])
 
 
 def _ref_preload(m, b, c, b_cols, b_rows, c_cols, c_rows):
