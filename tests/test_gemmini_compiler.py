@@ -363,3 +363,53 @@ def test_cache_location_on_cpu_and_type_errors():
     p.cache(C, index=i, location=SP)
     with pytest.raises(ValueError, match="scratchpad holds int8; C is int32"):
         p.emit_c()
+
+
+# ---- the nest's meaning equals the model's ------------------------------------------------------------------
+@pytest.mark.parametrize("relu,bias", [(True, False), (False, True)])
+def test_reference_evaluator_equals_model(tmp_path, relu, bias):
+    """The fused nests (reference evaluator, default order) compute exactly what Gemmini does,
+    including round-half-to-even ties and saturation (scale 0.5 makes every odd sum a tie)."""
+    from accpy.nest.reference import evaluate
+
+    M, N, K = 24, 20, 12
+    plan, args = gemmini_matmul.matmul_plan(M, N, K, relu=relu, bias=bias)
+    rng = np.random.default_rng(5)
+    a, b = rand(rng, (M, K), np.int8), rand(rng, (K, N), np.int8)
+    vals = [a, b] + ([rand(rng, (1, N), np.int32)] if bias else []) + [np.zeros((M, N), np.int8), np.float32(0.5)]
+    ref = [v.copy() if isinstance(v, np.ndarray) else v for v in vals]
+    evaluate([p.nest for p in plan.schedule.space.parts], dict(zip(args, ref)))
+    lib = build(plan, args, tmp_path)
+    lib.kernel(*vals)
+    np.testing.assert_array_equal(vals[-2], ref[-2])
+    want = gemmini_matmul.reference(a, b, 0.5, relu, vals[2] if bias else None)
+    np.testing.assert_array_equal(vals[-2], want)
+    assert (np.abs(want.astype(int)) == 127).any() or (want == -128).any()  # saturation was exercised
+
+
+def test_debug_mode_compares_with_the_unscheduled_nest(tmp_path):
+    plan, args = gemmini_matmul.matmul_plan(40, 24, 40)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="kernel")
+    lib = pkg.build("gdebug", output_dir=tmp_path, mode=acc.Package.Mode.DEBUG, python_module=False)
+    rng = np.random.default_rng(2)
+    a, b = rand(rng, (40, 40), np.int8), rand(rng, (40, 24), np.int8)
+    c = np.zeros((40, 24), np.int8)
+    lib.kernel(a, b, c, np.float32(0.01))
+    np.testing.assert_array_equal(c, ref_matmul(a, b, scale=0.01, act=1))
+
+
+def test_parameters_replay_tensorize(tmp_path):
+    P = acc.create_parameters()
+    nest, (A, B, C) = raw_matmul(32, 32, 32)
+    s, (i, j, k, ii, jj, kk) = tiled(nest)
+    p = s.create_plan(GEMMINI)
+    p.cache(C, index=j, location=ACC)
+    p.cache(A, index=i, location=SP)
+    p.cache(B, index=i, location=SP)
+    p.tensorize(indices=(ii, jj, kk))
+    lib = build(p, (A, B, C), tmp_path)
+    a, b, c = np.ones((32, 32), np.int8), np.ones((32, 32), np.int8), np.zeros((32, 32), np.int32)
+    lib.kernel(a, b, c)
+    assert (c == 32).all()
+    del P

@@ -268,7 +268,8 @@ class Package:
         from .sources import uses_gemmini
 
         gemmini = uses_gemmini(fns)
-        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, gemmini=gemmini)
+        extra = {"gemmini": True} if gemmini else {}  # (the Gemmini model: one more unit)
+        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, **extra)
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
