@@ -4,7 +4,7 @@
 
 Schedule (the classic five-loop blocking):  j (NC) -> k (KC) -> i (MC) -> jj (NR) -> ii (MR)
 -> kk -> iii -> jjj.  Plan: B is packed into KC x NR panels (a multicache filled once per
-k block; the KC x NC block of B fills the core's L2), the MR x NR block of C is cached at
+k block; the KC x NC block of B takes most of the core's L2), the MR x NR block of C is cached at
 kk, and with iii unrolled and jjj vectorized that cache lives in vector registers: the
 inner kk loop is MR * NR/16 FMAs on register accumulators, its A operands broadcast
 straight from A's rows (a long KC amortizes the C tile's loads and stores; packing A into
@@ -32,8 +32,8 @@ def block_sizes(target, M, N, K, threads):
     MR = 6 if lanes == 16 else 4
     l2 = target.cache_sizes[1]
     KC = max(1, min(K, 1024))
-    # the packed KC x NC block of B fills L2 (at most 4 micro-panels wide)
-    NC = max(NR, min(4 * NR, (l2 // (4 * KC)) // NR * NR))
+    # the packed KC x NC block of B takes 3/4 of L2 (at most 4 micro-panels wide)
+    NC = max(NR, min(4 * NR, (3 * l2 // 4 // (4 * KC)) // NR * NR))
     MC = 16 * MR
     if threads > 1 and N >= 2 * NR * threads:
         # the threads take contiguous runs of NC blocks: pick the NC (a multiple of NR, at
