@@ -345,3 +345,27 @@ def draw_legality_case(ch, verdicts: Verdicts, kinds=None, max_steps=5):
             except ValueError:
                 pass
     return sg.Case(spec, tuple(state.steps), ch.integer(0, 2 ** 31 - 1)), legal
+
+
+def main(argv=None) -> int:
+    """`cd tests && python -m support.legality N`: N more random cases, verdicts only (no builds)."""
+    import logging
+    import random
+    import sys
+    import time
+
+    n = int((argv if argv is not None else sys.argv[1:] or ["500"])[0])
+    logging.disable(logging.WARNING)  # refused steps re-applied with unsafe=True log warnings
+    v, t = Verdicts(), time.perf_counter()
+    for seed in range(n):
+        draw_legality_case(sg.RandomChooser(random.Random(f"many-{seed}")), v)
+    print(f"{n} cases: {v.accepted} order-changing transforms accepted, {v.refused} refused, {v.parallel_checked} "
+          f"parallel and {v.vector_checked} vector verdicts; {len(v.disagreements)} disagreements with the brute "
+          f"force ({time.perf_counter() - t:.1f} s)")
+    for d in v.disagreements[:10]:
+        print(d)
+    return 1 if v.disagreements else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
