@@ -25,6 +25,7 @@ from ..errors import ScheduleError
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Load
 from ..ir.visitor import Visitor
+from .smt import z3_affine
 
 log = logging.getLogger("accpy")
 
@@ -140,12 +141,7 @@ class _Encoder:
         return self.syms[v]
 
     def zaff(self, a: Affine, env: dict):
-        z3 = self.z3
-        e = z3.IntVal(a.const)
-        for v, c in a.terms:
-            x = env[v] if v in env else self.sym(v)
-            e = e + (x if c == 1 else c * x)
-        return e
+        return z3_affine(a, lambda v: env[v] if v in env else self.sym(v))
 
     def find(self, a: Access, b: Access, relation: Callable) -> Optional["Violation"]:
         """Two instances of a and b on one element with `relation(ia, ib)`: a Violation, or None."""
@@ -270,20 +266,22 @@ def order_violation(space) -> Optional[Violation]:
     """A pair of accesses that the schedule's order runs opposite to the program's order, or None."""
     accs = accesses(space)
     pairs = _pairs(accs, include_commuting=False)
+    import z3
+
+    return _first_violation(space, accs, pairs,
+                            lambda ia, ib: z3.And(original_before(ia, ib), scheduled_before(ib, ia)))
+
+
+def _first_violation(space, accs: list, pairs: list, relation) -> Optional["Violation"]:
+    """The first pair (indices into accs) with two instances on one element in `relation`."""
     if not pairs:
         return None
     enc = _Encoder(space)
     for x, y in pairs:
-        v = enc.find(accs[x], accs[y], lambda ia, ib: _both(original_before(ia, ib), scheduled_before(ib, ia)))
+        v = enc.find(accs[x], accs[y], relation)
         if v is not None:
             return v
     return None
-
-
-def _both(p, q):
-    import z3
-
-    return z3.And(p, q)
 
 
 def check_order(space, what: str, unsafe: bool = False) -> None:
@@ -301,19 +299,12 @@ def parallel_violation(space, positions: list) -> Optional[Violation]:
 
     accs = accesses(space)
     pairs = [(x, y) for x, y in _pairs(accs, include_commuting=True) if x <= y]
-    if not pairs:
-        return None
     lo, hi = positions[0], positions[-1] + 1
-    enc = _Encoder(space)
 
     def rel(ia, ib):
         return z3.And(_eq(ia.dims[:lo], ib.dims[:lo]), z3.Not(_eq(ia.dims[lo:hi], ib.dims[lo:hi])))
 
-    for x, y in pairs:
-        v = enc.find(accs[x], accs[y], rel)
-        if v is not None:
-            return v
-    return None
+    return _first_violation(space, accs, pairs, rel)
 
 
 def check_parallel(space, positions: list, what: str, unsafe: bool = False) -> None:
@@ -331,9 +322,6 @@ def vector_violation(space, position: int) -> Optional[Violation]:
 
     accs = accesses(space)
     pairs = _pairs(accs, include_commuting=False)
-    if not pairs:
-        return None
-    enc = _Encoder(space)
     a = position
 
     def vkey(i: _Instance):
@@ -347,11 +335,7 @@ def vector_violation(space, position: int) -> Optional[Violation]:
             vec_rev = z3.Or(vec_rev, _eq(vkey(ib), vkey(ia)))
         return z3.And(same_vec, serial, vec_rev)
 
-    for x, y in pairs:
-        v = enc.find(accs[x], accs[y], rel)
-        if v is not None:
-            return v
-    return None
+    return _first_violation(space, accs, pairs, rel)
 
 
 def check_vector(space, position: int, what: str, unsafe: bool = False) -> None:

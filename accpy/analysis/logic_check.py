@@ -9,6 +9,7 @@ from ..errors import LogicError
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import Load
 from ..ir.visitor import Visitor
+from .smt import z3_affine
 
 
 def accesses_of(store) -> list:
@@ -104,10 +105,7 @@ def _z3_check(nest, pending) -> list:
         return zv[v]
 
     def zaff(a: Affine):
-        e = z3.IntVal(a.const)
-        for v, c in a.terms:
-            e = e + c * z(v)
-        return e
+        return z3_affine(a, z)
 
     s = z3.Solver()
     s.set("timeout", 5000)

@@ -612,13 +612,15 @@ def _private(stmt, info, sites, blocks) -> bool:
         return False
     import z3
 
+    from ..analysis.smt import z3_affine
+
     def encode(aff, names, tag):
-        e = z3.IntVal(aff.const)
-        for v, c in aff.terms:
+        def term(v):
             if v not in names:
                 names[v] = z3.Int(f"{v.name}#{v.uid}#{tag}")
-            e = e + c * names[v]
-        return e
+            return names[v]
+
+        return z3_affine(aff, term)
 
     for m, b1 in enumerate(blocks):
         for n_, b2 in enumerate(blocks):
