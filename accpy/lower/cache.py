@@ -541,7 +541,7 @@ def _apply_target(stmt, info: _CacheInfo, symbols):
     if info.trigger_var is not None:
         raise ScheduleError(f"cache of {info.source.name} in {info.memory}: triggers (multicaches) are not "
                             f"supported in target memories")
-    sites = _grouped_sites(stmt, info.site_var)
+    sites = _loops_with_context(stmt, info.site_var, group_pieces=True)
     blocks = [b for b in (_footprint(s, enc, info.source, symbols) for s, enc in sites) if b is not None]
     if not blocks:
         return stmt
@@ -550,38 +550,6 @@ def _apply_target(stmt, info: _CacheInfo, symbols):
     info.buffer = Buffer(f"{info.source.name}_cache", info.dtype, tuple(Const(x) for x in shape),
                          tuple(Const(x) for x in _strides(shape, 0, False)), role="cache", memory=info.memory)
     return _Rewrite(info, symbols).visit(stmt)
-
-
-def _grouped_sites(stmt, var) -> list:
-    """(site, enclosing) per key-slice at `var`: a loop over var, or a Block of consecutive pieces."""
-    out = []
-
-    def walk(s, enc):
-        if isinstance(s, For):
-            if s.var is var:
-                out.append((s, enc))
-                return
-            walk(s.body, enc + [s])
-        elif isinstance(s, Block):
-            run = []
-            for x in list(s.stmts) + [None]:
-                if isinstance(x, For) and x.var is var:
-                    run.append(x)
-                    continue
-                if run:
-                    out.append((run[0] if len(run) == 1 else Block(tuple(run)), enc))
-                    run = []
-                if x is not None:
-                    walk(x, enc)
-        elif isinstance(s, If):
-            walk(s.then, enc + [s])
-            if s.orelse is not None:
-                walk(s.orelse, enc)
-        elif hasattr(s, "body"):
-            walk(s.body, enc)
-
-    walk(stmt, [])
-    return out
 
 
 def _count_accesses(stmt, buf) -> int:
@@ -741,8 +709,25 @@ def _constant_extreme(e, cons: ConstraintSet, upper: bool):
     return (min(vals) if upper else max(vals)) if vals else None
 
 
-def _loops_with_context(stmt, var, enclosing=()) -> list:
-    """(loop, enclosing loops and branches) for every loop over `var` (not looking inside them)."""
+def _site_runs(stmts, var) -> list:
+    """A block's statements with consecutive loops over `var` gathered: each item is a
+    statement, or a list of two or more such loops (the pieces unswitching cut one loop into)."""
+    out, run = [], []
+    for x in list(stmts) + [None]:
+        if isinstance(x, For) and x.var is var:
+            run.append(x)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else run)
+            run = []
+        if x is not None:
+            out.append(x)
+    return out
+
+
+def _loops_with_context(stmt, var, enclosing=(), group_pieces: bool = False) -> list:
+    """(loop, enclosing loops and branches) for every loop over `var` (not looking inside them).
+    `group_pieces`: consecutive loops over `var` count as one site, a Block of them."""
     out = []
 
     def walk(s, enc):
@@ -752,8 +737,11 @@ def _loops_with_context(stmt, var, enclosing=()) -> list:
                 return
             walk(s.body, enc + [s])
         elif isinstance(s, Block):
-            for x in s.stmts:
-                walk(x, enc)
+            for x in (_site_runs(s.stmts, var) if group_pieces else s.stmts):
+                if isinstance(x, list):
+                    out.append((Block(tuple(x)), enc))
+                else:
+                    walk(x, enc)
         elif isinstance(s, If):
             walk(s.then, enc + [s])  # the taken branch's condition is context
             if s.orelse is not None:
@@ -788,24 +776,17 @@ class _Rewrite(Mutator):
         if info.memory is None:
             return self.generic_visit(b)
         # a target-memory cache: consecutive pieces of the site loop form one key-slice
-        out, run, changed = [], [], False
-        for x in list(b.stmts) + [None]:
-            if isinstance(x, For) and x.var is info.site_var:
-                run.append(x)
-                continue
-            if len(run) == 1:
-                out.append(self.visit(run[0]))
-            elif run:
-                site = Block(tuple(run))
-                blk = _footprint(site, self.enclosing, info.source, self.symbols)
-                if blk is None:
-                    out.extend(run)
-                else:
-                    out.extend([*self._copy_in(blk), _RedirectAccesses(info, blk).visit(site),
-                                *self._write_back(blk)])
-            run = []
-            if x is not None:
+        out = []
+        for x in _site_runs(b.stmts, info.site_var):
+            if not isinstance(x, list):
                 out.append(self.visit(x))
+                continue
+            site = Block(tuple(x))
+            blk = _footprint(site, self.enclosing, info.source, self.symbols)
+            if blk is None:
+                out.extend(x)
+            else:
+                out.extend([*self._copy_in(blk), _RedirectAccesses(info, blk).visit(site), *self._write_back(blk)])
         return block(*out)
 
     def visit_For(self, f: For):
