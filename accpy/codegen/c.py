@@ -12,7 +12,7 @@ from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
 from ..ir.types import ScalarType
-from ..ir.visitor import Visitor, buffers_of
+from ..ir.visitor import Visitor, buffers_of, free_vars
 
 _C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto
 if inline int long register restrict return short signed sizeof static struct switch typedef union
@@ -509,25 +509,13 @@ def carries_array_dependence(f: For) -> bool:
     for buf, acc in accesses.items():
         if not any(w for _, w in acc):
             continue
-        moving = {ix for ix, _ in acc if any(_mentions(e, f.var) for e in ix)}
+        moving = {ix for ix, _ in acc if any(f.var in free_vars(e) for e in ix)}
         if len(moving) >= 2 or (moving and len({ix for ix, _ in acc}) >= 2):
             return True
         for ix, w in acc:
-            if w and any(_mentions(e, f.var) and any(_mentions(e, v) for v in inner_vars) for e in ix):
+            if w and any(f.var in (fv := free_vars(e)) and not fv.isdisjoint(inner_vars) for e in ix):
                 return True
     return False
-
-
-def _mentions(e, v) -> bool:
-    found = []
-
-    class V(Visitor):
-        def visit_Var(self, n):
-            if n is v:
-                found.append(n)
-
-    V().visit(e)
-    return bool(found)
 
 
 class _HasKind(Visitor):

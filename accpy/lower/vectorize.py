@@ -23,7 +23,7 @@ from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
-from ..ir.visitor import Mutator, Visitor, substitute
+from ..ir.visitor import Mutator, Visitor, free_vars, substitute
 from ..targets.x86 import vector_isa_for
 
 MAX_UNROLLED_CHUNKS = 8
@@ -105,7 +105,7 @@ def _vector_dtype(stores):
 def _coef_of(e, lane: Var):
     """The coefficient of `lane` in the index expression `e`, or None when `e` is not affine
     in it. Parts without `lane` may be anything (e.g. a block origin `max(4*i - 3, 0)`)."""
-    if not _mentions(e, lane):
+    if lane not in free_vars(e):
         return 0
     if e is lane:
         return 1
@@ -116,23 +116,11 @@ def _coef_of(e, lane: Var):
         return a + b if e.op == "add" else a - b
     if isinstance(e, BinOp) and e.op == "mul":
         for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(x, Const) and not _mentions(x, lane):
+            if isinstance(x, Const) and lane not in free_vars(x):
                 c = _coef_of(y, lane)
                 return None if c is None else int(x.value) * c
     a = to_affine(e)
     return a.coef(lane) if a is not None else None
-
-
-def _mentions(e, v) -> bool:
-    found = []
-
-    class V(Visitor):
-        def visit_Var(self, n):
-            if n is v:
-                found.append(n)
-
-    V().visit(e)
-    return bool(found)
 
 
 def _lane_coef(buffer, indices, lane: Var) -> int:

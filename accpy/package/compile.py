@@ -136,6 +136,24 @@ def _publish(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _cached_object(kind: str, compiler: str, flags: list, src: Path, texts: list, display: str, what: str) -> Path:
+    """`src` compiled alone to `<cache>/<kind>/<key>/<name>.o` (key: its texts, flags, compiler)."""
+    key = cache_key(*texts, " ".join(flags), compiler_identity(compiler))
+    final = cache_dir() / kind / key
+    obj = final / (src.stem + ".o")
+    if obj.exists():
+        return obj
+    (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / kind, prefix=".build-"))
+    try:
+        _run([compiler, *flags, "-c", str(src), "-o", str(tmp / obj.name)], display, str(src), what)
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return obj
+
+
 def gemmini_model_object(cflags: list) -> Path:
     """native/gemmini/gemmini_model.c compiled as a package unit (-DACCPY_SPLIT_UNIT), cached."""
     from .paths import native_file
@@ -143,21 +161,7 @@ def gemmini_model_object(cflags: list) -> Path:
     src = native_file("gemmini/gemmini_model.c")
     texts = [src.read_text(), native_file("gemmini/gemmini.h").read_text(), native_file("accpy_runtime.h").read_text()]
     flags = list(cflags) + ["-DACCPY_SPLIT_UNIT", f"-I{src.parent}"]
-    key = cache_key(*texts, " ".join(flags), compiler_identity(CC))
-    final = cache_dir() / "obj" / key
-    obj = final / "gemmini_model.o"
-    if obj.exists():
-        return obj
-    (cache_dir() / "obj").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "obj", prefix=".build-"))
-    try:
-        _run([CC, *flags, "-c", str(src), "-o", str(tmp / "gemmini_model.o")], "native/gemmini/gemmini_model.c",
-             str(src), "compiling the Gemmini model")
-        _publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return obj
+    return _cached_object("obj", CC, flags, src, texts, "native/gemmini/gemmini_model.c", "compiling the Gemmini model")
 
 
 def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
@@ -256,22 +260,10 @@ def compile_module_core() -> tuple:
 
     flags = ["-O2", *_python_module_flags(), f"-I{pybind11.get_include()}"]
     texts = [(native_dir() / f).read_text() for f in ("accpy_pymodule.cpp", "accpy_pymodule.h", "accpy_pyargs.hpp")]
-    key = cache_key(*texts, " ".join(flags), getattr(pybind11, "__version__", ""), compiler_identity(CXX))
-    final = cache_dir() / "modcore" / key
-    obj = final / "accpy_pymodule.o"
-    if obj.exists():
-        return obj, key
-    (cache_dir() / "modcore").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "modcore", prefix=".build-"))
-    try:
-        src = native_dir() / "accpy_pymodule.cpp"
-        _run([CXX, *flags, "-c", str(src), "-o", str(tmp / "accpy_pymodule.o")], "native/accpy_pymodule.cpp",
-             str(src), "compiling the Python module core")
-        _publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return obj, key
+    texts.append(getattr(pybind11, "__version__", ""))
+    obj = _cached_object("modcore", CXX, flags, native_dir() / "accpy_pymodule.cpp", texts,
+                         "native/accpy_pymodule.cpp", "compiling the Python module core")
+    return obj, obj.parent.name
 
 
 def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str, display_path: str) -> tuple:
