@@ -289,6 +289,35 @@ def _check_dram(buf: Buffer, what: str) -> None:
 
 
 # ---- transfers: cache copies become mvin / mvout ------------------------------------------------------
+class _Tiles:
+    """The loops moving a cache block in pieces of at most DIM rows x `width` columns: the
+    leading dims (all but the last two) one by one, then row tiles r, then column tiles cb."""
+
+    def __init__(self, lay: Layout, exts, width: int, tag: str):
+        n = len(lay.shape)
+        name = lay.buffer.name
+        self.n, self.exts, self.width = n, exts, width
+        self.lead = [Var(f"{name}_{tag}{d}") for d in range(max(n - 2, 0))]
+        self.r, self.cb = Var(f"{name}_{tag}r"), Var(f"{name}_{tag}cb")
+        self.r_ext = exts[n - 2] if n > 1 else Const(1)
+        self.rows = BinOp("min", Const(DIM), idx_op("sub", self.r_ext, idx_op("mul", self.r, DIM)), IDX)
+        self.cols = BinOp("min", Const(width), idx_op("sub", exts[-1], idx_op("mul", self.cb, width)), IDX)
+        # the tile's first element, as cache indices
+        self.index = list(self.lead) + ([idx_op("mul", self.r, DIM)] if n > 1 else []) + \
+            [idx_op("mul", self.cb, width)]
+
+    def dram(self, buf: Buffer, origin):
+        return Load(buf, tuple(idx_op("add", o, c) for o, c in zip(origin, self.index)))
+
+    def loops(self, body):
+        body = For(self.cb, Const(0), ceildiv(self.exts[-1], self.width), body)
+        if self.n > 1:
+            body = For(self.r, Const(0), ceildiv(self.r_ext, DIM), body)
+        for d in reversed(range(len(self.lead))):
+            body = For(self.lead[d], Const(0), self.exts[d], body)
+        return body
+
+
 def copy_in(lay: Layout, src: Optional[Buffer], origin, exts, what: str):
     """mvins of the block (src[origin + c] for c < exts) into the cache; src None: zeros."""
     n = len(lay.shape)
@@ -301,30 +330,13 @@ def copy_in(lay: Layout, src: Optional[Buffer], origin, exts, what: str):
     elif lay.memory is ACCUMULATOR:
         shrunk = 1  # zeros: count them as int8 (the cheap way to clear accumulator rows)
     elem_bytes = 1 if (lay.memory is SCRATCHPAD or shrunk) else 4
-    width = gm.MAX_BYTES // elem_bytes  # columns per mvin (several 16-column blocks, block stride P)
-    vs = [Var(f"{lay.buffer.name}_l{d}") for d in range(n)]
-    if n == 1:
-        r_ext, lead_vars = Const(1), []
-    else:
-        r_ext, lead_vars = exts[n - 2], vs[:n - 2]
-    r, cb = Var(f"{lay.buffer.name}_r"), Var(f"{lay.buffer.name}_cb")
-    rows = BinOp("min", Const(DIM), idx_op("sub", r_ext, idx_op("mul", r, DIM)), IDX)
-    cols = BinOp("min", Const(width), idx_op("sub", exts[-1], idx_op("mul", cb, width)), IDX)
-    cache_ix = list(lead_vars) + ([idx_op("mul", r, DIM)] if n > 1 else []) + [idx_op("mul", cb, width)]
-    row = lay.row_affine(cache_ix, what)
+    # columns per mvin: several 16-column blocks (block stride P)
+    t = _Tiles(lay, exts, gm.MAX_BYTES // elem_bytes, "l")
+    row = lay.row_affine(t.index, what)
     stride = _byte_stride(src, n - 2) if (src is not None and n > 1) else Const(0)
     cfg = call(CONFIG_LD, stride, Const(1.0, F32), shrunk, lay.P, lay.queue)
-    if src is not None:
-        dram = Load(src, tuple(idx_op("add", o, c) for o, c in zip(origin, cache_ix)))
-    else:
-        dram = Const(0)
-    body = block(cfg, call(MVIN[lay.queue], dram, lay.address(row), cols, rows))
-    body = For(cb, Const(0), ceildiv(exts[-1], width), body)
-    if n > 1:
-        body = For(r, Const(0), ceildiv(r_ext, DIM), body)
-    for d in reversed(range(len(lead_vars))):
-        body = For(lead_vars[d], Const(0), exts[d], body)
-    return body
+    dram = t.dram(src, origin) if src is not None else Const(0)
+    return t.loops(block(cfg, call(MVIN[lay.queue], dram, lay.address(row), t.cols, t.rows)))
 
 
 def copy_out(lay: Layout, dst: Buffer, origin, exts, what: str, act=gm.NO_ACTIVATION, scale=None):
@@ -336,26 +348,11 @@ def copy_out(lay: Layout, dst: Buffer, origin, exts, what: str, act=gm.NO_ACTIVA
     if dst.dtype is not want:
         raise ValueError(f"{what}: a mvout from Gemmini's {lay.memory.name} writes {want.name}; {dst.name} is "
                          f"{dst.dtype.name}")
-    vs = [Var(f"{lay.buffer.name}_s{d}") for d in range(n)]
-    r, cb = Var(f"{lay.buffer.name}_sr"), Var(f"{lay.buffer.name}_scb")
-    if n == 1:
-        r_ext, lead_vars = Const(1), []
-    else:
-        r_ext, lead_vars = exts[n - 2], vs[:n - 2]
-    rows = BinOp("min", Const(DIM), idx_op("sub", r_ext, idx_op("mul", r, DIM)), IDX)
-    cols = BinOp("min", Const(DIM), idx_op("sub", exts[-1], idx_op("mul", cb, DIM)), IDX)
-    cache_ix = list(lead_vars) + ([idx_op("mul", r, DIM)] if n > 1 else []) + [idx_op("mul", cb, DIM)]
-    row = lay.row_affine(cache_ix, what)
+    t = _Tiles(lay, exts, DIM, "s")
+    row = lay.row_affine(t.index, what)
     stride = _byte_stride(dst, n - 2) if n > 1 else Const(0)
     cfg = call(CONFIG_ST, stride, act, scale if scale is not None else Const(1.0, F32))
-    dram = Load(dst, tuple(idx_op("add", o, c) for o, c in zip(origin, cache_ix)))
-    body = block(cfg, call(MVOUT, dram, lay.address(row, raw=raw), cols, rows))
-    body = For(cb, Const(0), ceildiv(exts[-1], DIM), body)
-    if n > 1:
-        body = For(r, Const(0), ceildiv(r_ext, DIM), body)
-    for d in reversed(range(len(lead_vars))):
-        body = For(lead_vars[d], Const(0), exts[d], body)
-    return body
+    return t.loops(block(cfg, call(MVOUT, t.dram(dst, origin), lay.address(row, raw=raw), t.cols, t.rows)))
 
 
 # ---- the matmul tile ------------------------------------------------------------------------------------
