@@ -202,6 +202,21 @@ def test_vectorizing_the_independent_dim_of_a_stencil_is_accepted(tmp_path):
     with pytest.raises(acc.ScheduleError):
         s.create_plan(AVX512).parallelize(i)
     s.create_plan(AVX512).parallelize(j)
+    s2 = nest.create_schedule()
+    s2.reorder(j, i)
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): lanes"):
+        s2.create_plan(AVX512).vectorize(i)  # i carries the dependence, even innermost
+    plan = nest.create_plan(acc.Target.HOST)
+    plan.vectorize(j)
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, B), base_name="stencil_vec")
+    lib = pkg.build("stencil_vec", output_dir=tmp_path)
+    a = np.arange(6 * 32, dtype=np.float32).reshape(6, 32) % 7
+    b = np.arange(32, dtype=np.float32) % 5
+    want = a.copy()
+    evaluate([nest], {A: want, B: b})
+    lib.stencil_vec(a, b)
+    np.testing.assert_array_equal(a, want)
 
 
 def test_reductions_commute_but_race():
