@@ -17,4 +17,6 @@ from .schedule.fuse import FusedSchedule, fuse
 from .schedule.schedule import Schedule
 from .targets import Target
 
+inf = float("inf")  # Accera's acc.inf: a float constant usable in logic (e.g. -acc.inf to start a max)
+
 __version__ = "0.1.0"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
+
 from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
@@ -455,7 +457,10 @@ def function_params(fn: Function, names: Names, restrict: bool = True) -> str:
 
 
 def const_data(b: Buffer, cname: str) -> str:
-    flat = b.data.reshape(-1, order="C")
+    # `data` is indexed logically (numpy order); the C array holds it at the buffer's strides
+    strides = [int(to_affine(st).const) for st in b.strides]
+    flat = np.zeros(1 + sum((n - 1) * st for n, st in zip(b.data.shape, strides)), b.data.dtype)
+    np.lib.stride_tricks.as_strided(flat, b.data.shape, [st * flat.itemsize for st in strides])[...] = b.data
     if b.dtype.is_float:
         vals = ", ".join(float_literal(float(x), b.dtype) for x in flat)
     elif b.dtype is ScalarType.bool:

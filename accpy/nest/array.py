@@ -10,7 +10,7 @@ from ..errors import LogicError
 from ..ir.expr import Buffer, Const, Expr, Var, idx_op
 from ..ir.types import ScalarType
 from .logic import Access, Value, lift, record_assignment
-from .naming import assigned_names
+from .naming import assigned_names, inferred_or_generated
 
 
 class Role(enum.Enum):
@@ -44,19 +44,22 @@ class Dimension(Value):
         INPUT = "input"
         OUTPUT = "output"
 
-    def __init__(self, role=None, name: Optional[str] = None, value=None):
+    def __init__(self, name=None, role=None, value=None):
+        # Accera takes the name first (`Dimension("M")`) or a role first (`Dimension(Role.INPUT)`)
+        if isinstance(name, (Role, Dimension.Role)) and not isinstance(role, (Role, Dimension.Role)):
+            name, role = role, name
         role = Role.INPUT if role is None else role
         if role in (Role.OUTPUT, Dimension.Role.OUTPUT):
             raise NotImplementedError("OUTPUT dimensions (sizes computed by the function) are not supported yet")
         if role not in (Role.INPUT, Dimension.Role.INPUT):
             raise ValueError(f"role: a Dimension is INPUT or OUTPUT, got {role!r}")
-        if name is None:
-            names = assigned_names()
-            name = names[0] if len(names) == 1 else f"dim{id(self) % 10000}"
-        self.name = name
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name: expected a string, got {type(name).__name__} {name!r}")
+        self.name_given = bool(name)
+        self.name = name or inferred_or_generated("dim")
         self.role = Role.INPUT
         self.value = value
-        super().__init__(Var(name, ScalarType.index))
+        super().__init__(Var(self.name, ScalarType.index))
 
     @property
     def var(self) -> Var:
@@ -72,7 +75,7 @@ def create_dimensions(role=None):
     if not names:
         raise RuntimeError("create_dimensions(): assign the result directly to variables, "
                            "e.g. `M, N = acc.create_dimensions()`")
-    dims = [Dimension(role, name=n) for n in names]
+    dims = [Dimension(name=n, role=role) for n in names]
     return dims[0] if len(dims) == 1 else tuple(dims)
 
 
@@ -88,7 +91,23 @@ def size_expr(s, what: str) -> Expr:
         if s < 1:
             raise ValueError(f"{what}: sizes must be integers >= 1, got {s}")
         return Const(int(s))
+    if isinstance(s, float) and s == float("inf"):
+        raise NotImplementedError(f"{what}: unbounded (acc.inf) sizes are not supported; give the size, "
+                                  f"an acc.Dimension or a parameter")
     raise TypeError(f"{what}: expected an int >= 1 or an acc.Dimension, got {type(s).__name__} {s!r}")
+
+
+class Shape(tuple):
+    """An array's shape: a tuple that also equals a list of the same sizes (`A.shape == [2, 3]`)."""
+
+    def __eq__(self, other):
+        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = tuple.__hash__
 
 
 class _Layout(enum.Enum):
@@ -106,11 +125,9 @@ class Array:
                  layout=_Layout.FIRST_MAJOR, offset: int = 0, shape=None):
         if not isinstance(role, Role):
             raise TypeError(f"role: expected an acc.Role (INPUT, INPUT_OUTPUT, OUTPUT, CONST, TEMP), got {role!r}")
-        if not name:
-            names = assigned_names()
-            name = names[0] if len(names) == 1 else ""
+        self.name_given = bool(name)
         self.role = role
-        self.name = name or f"array{id(self) % 100000}"
+        self.name = name or inferred_or_generated("array")
         self.offset = offset
         if offset:
             raise NotImplementedError("offset: array offsets are not supported")
@@ -159,8 +176,9 @@ class Array:
 
     # -- properties -----------------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return self._shape
+    def shape(self) -> "Shape":
+        """The sizes (ints, Dimensions, Parameters); compares equal to a tuple or a list."""
+        return Shape(self._shape)
 
     @property
     def layout(self):
@@ -244,25 +262,39 @@ class Array:
 class Scalar(Value):
     """A runtime scalar argument (by value when INPUT)."""
 
-    def __init__(self, element_type=None, role: Role = Role.INPUT, name: str = ""):
-        value = None
+    def __init__(self, element_type=None, role: Role = Role.INPUT, name: str = "", value=None):
         if element_type is not None and not isinstance(element_type, ScalarType) and \
                 isinstance(element_type, (int, float, np.number)) and not isinstance(element_type, type):
-            value = element_type
-            element_type = ScalarType.int64 if isinstance(value, (int, np.integer)) else ScalarType.float32
+            if value is not None:
+                raise ValueError("Scalar: give the value once (as the first argument or as value=)")
+            value, element_type = element_type, None
+        if value is not None:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+                raise TypeError(f"value: expected a number, got {type(value).__name__} {value!r}")
+            if element_type is None:
+                element_type = ScalarType.from_dtype(value.dtype) if isinstance(value, np.number) else \
+                    ScalarType.int64 if isinstance(value, int) else ScalarType.float32
         t = scalar_type(element_type if element_type is not None else ScalarType.float32)
         if role is not Role.INPUT:
             raise NotImplementedError("Scalar: only INPUT scalars are supported")
-        if not name:
-            names = assigned_names()
-            name = names[0] if len(names) == 1 else f"scalar{id(self) % 10000}"
-        self.name = name
+        self.name_given = bool(name)
+        self.name = name or inferred_or_generated("scalar")
         self.role = role
         self.value = value
-        super().__init__(Var(name, t))
+        if value is not None:
+            # a Scalar with a value is a constant: a literal of its type wherever it is used
+            if t.is_int:
+                if float(value) != int(value):
+                    raise ValueError(f"value: {value!r} is not an integer, but the scalar's type is {t.name}")
+                lift(int(value), t)  # checks the range
+            super().__init__(Const(value, t))
+        else:
+            super().__init__(Var(self.name, t))
 
     @property
     def var(self) -> Var:
+        if not isinstance(self._expr, Var):
+            raise ValueError(f"Scalar {self.name} has a value ({self.value!r}): it is a constant, not an argument")
         return self._expr  # type: ignore[return-value]
 
     def __repr__(self) -> str:

@@ -53,6 +53,12 @@ class Value:
     def __rpow__(self, o): return binary("pow", o, self)
     def __neg__(self): return unary("neg", self)
     def __pos__(self): return self
+
+    def __abs__(self):
+        from .ops import abs as acc_abs
+
+        return acc_abs(self)
+
     def __invert__(self): return unary("invert", self)
     # bitwise (integers only)
     def __and__(self, o): return binary("and", self, o)
@@ -99,6 +105,8 @@ def lift(x, like: Optional[ScalarType] = None) -> Value:
 
     if isinstance(x, Parameter):
         x = x.value  # a parameter in logic is the value it has when the function is added
+        if isinstance(x, Value):
+            return x
     import numpy as np
 
     if isinstance(x, (bool, np.bool_)):
@@ -189,6 +197,19 @@ class Index(Value):
     @property
     def var(self) -> Var:
         return self._expr  # type: ignore[return-value]
+
+    def __eq__(self, o):  # type: ignore[override]
+        # inside iteration logic `i == j` is a condition; elsewhere (`cache.index == j`) identity
+        if LogicCapture.current() is None:
+            return self is o
+        return binary("eq", self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        if LogicCapture.current() is None:
+            return self is not o
+        return binary("ne", self, o)
+
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return f"Index({self.name})"
@@ -281,7 +302,10 @@ class LogicCapture:
                 # an expression of integer literals only (e.g. acc.select(c, 1, 0)) takes the target's type
                 _check_literals_fit(v.expr, t)
                 v = Value(Cast(v.expr, t))
-            if not widens_to(v.element_type, t):
+            # a float stored into an integer array converts (toward zero, as C and Accera do);
+            # arithmetic and compound assignments keep the exact-conversion rule
+            converts = reduce is None and v.element_type.is_float and t.is_int
+            if not converts and not widens_to(v.element_type, t):
                 raise LogicError(
                     f"mixed types: a {v.element_type.name} value is assigned to {array.name}, "
                     f"whose elements are {t.name}; use acc.cast(...)")

@@ -7,12 +7,50 @@ Anything we cannot read falls back to a generated name.
 from __future__ import annotations
 
 import dis
+import itertools
 import os
 import sys
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _STORE_OPS = {"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"}
+
+# one counter for the whole process: generated names never repeat (ids modulo a number did)
+_generated = itertools.count(1)
+
+
+def generated_name(prefix: str) -> str:
+    """A fresh name `prefix<n>` for an object the user did not name; never the same twice."""
+    return f"{prefix}{next(_generated)}"
+
+
+def inferred_or_generated(prefix: str) -> str:
+    """The variable the current call's result is assigned to, else a generated name."""
+    names = assigned_names()
+    return names[0] if len(names) == 1 else generated_name(prefix)
+
+
+def argument_names(args) -> list:
+    """The C/Python names of a function's arguments, in order.
+
+    Names the user gave explicitly (`name=`) are kept as they are (two equal ones are
+    refused by the caller). Names accpy inferred from an assignment or generated are
+    only hints: one that clashes with an earlier argument's name gets a suffix (X, X_1).
+    """
+    explicit = {a.name for a in args if getattr(a, "name_given", True)}
+    taken: set = set()
+    out = []
+    for a in args:
+        name = a.name
+        if not getattr(a, "name_given", True):
+            cand, n = name, 1
+            while cand in taken or cand in explicit:
+                cand = f"{name}_{n}"
+                n += 1
+            name = cand
+        taken.add(name)
+        out.append(name)
+    return out
 
 
 def user_frame():

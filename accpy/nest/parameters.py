@@ -41,6 +41,12 @@ class Parameter:
         raise UnresolvedParameter(self)
 
     def _derive(self, op, other, sym, reverse=False):
+        from .logic import Value
+
+        if isinstance(other, Value):
+            # with a logic value the result is logic: the value's own (reflected) operator
+            # builds it from this parameter's value
+            return NotImplemented
         return DerivedParameter(op, (other, self) if reverse else (self, other), sym)
 
     def __add__(self, o): return self._derive(operator.add, o, "+")
@@ -49,8 +55,52 @@ class Parameter:
     def __rsub__(self, o): return self._derive(operator.sub, o, "-", True)
     def __mul__(self, o): return self._derive(operator.mul, o, "*")
     def __rmul__(self, o): return self._derive(operator.mul, o, "*", True)
+    def __truediv__(self, o): return self._derive(operator.truediv, o, "/")
+    def __rtruediv__(self, o): return self._derive(operator.truediv, o, "/", True)
     def __floordiv__(self, o): return self._derive(operator.floordiv, o, "//")
     def __rfloordiv__(self, o): return self._derive(operator.floordiv, o, "//", True)
+    def __mod__(self, o): return self._derive(operator.mod, o, "%")
+    def __rmod__(self, o): return self._derive(operator.mod, o, "%", True)
+    def __pow__(self, o): return self._derive(operator.pow, o, "**")
+    def __rpow__(self, o): return self._derive(operator.pow, o, "**", True)
+    def __and__(self, o): return self._derive(operator.and_, o, "&")
+    def __rand__(self, o): return self._derive(operator.and_, o, "&", True)
+    def __or__(self, o): return self._derive(operator.or_, o, "|")
+    def __ror__(self, o): return self._derive(operator.or_, o, "|", True)
+    def __xor__(self, o): return self._derive(operator.xor, o, "^")
+    def __rxor__(self, o): return self._derive(operator.xor, o, "^", True)
+    def __lshift__(self, o): return self._derive(operator.lshift, o, "<<")
+    def __rlshift__(self, o): return self._derive(operator.lshift, o, "<<", True)
+    def __rshift__(self, o): return self._derive(operator.rshift, o, ">>")
+    def __rrshift__(self, o): return self._derive(operator.rshift, o, ">>", True)
+    # ordering comparisons with logic values build logic (equality stays identity: parameters are dict keys)
+    def __lt__(self, o): return self._compare(operator.lt, o, "<")
+    def __le__(self, o): return self._compare(operator.le, o, "<=")
+    def __gt__(self, o): return self._compare(operator.gt, o, ">")
+    def __ge__(self, o): return self._compare(operator.ge, o, ">=")
+
+    def _compare(self, op, other, sym):
+        d = self._derive(op, other, sym)
+        if isinstance(d, DerivedParameter):
+            d.is_condition = True  # no truth value until the parameters have values
+        return d
+
+    def __eq__(self, o):
+        from .logic import Value
+
+        return NotImplemented if isinstance(o, Value) else self is o
+
+    def __ne__(self, o):
+        from .logic import Value
+
+        return NotImplemented if isinstance(o, Value) else self is not o
+
+    __hash__ = object.__hash__
+
+    def __neg__(self): return DerivedParameter(operator.neg, (self,), "-", unary=True)
+    def __pos__(self): return self
+    def __abs__(self): return DerivedParameter(abs, (self,), "abs", unary=True)
+    def __invert__(self): return DerivedParameter(operator.invert, (self,), "~", unary=True)
 
     def __repr__(self) -> str:
         return f"Parameter({self.name})"
@@ -60,13 +110,23 @@ class Parameter:
 
 
 class DerivedParameter(Parameter):
-    def __init__(self, op, operands, sym):
-        super().__init__("(" + f" {sym} ".join(str(o) for o in operands) + ")")
+    """A parameter computed from others (`2 * P`, `-P`); its value follows theirs."""
+
+    def __init__(self, op, operands, sym, unary: bool = False):
+        super().__init__(f"{sym}({operands[0]})" if unary else "(" + f" {sym} ".join(str(o) for o in operands) + ")")
         self.op, self.operands = op, operands
+
+    is_condition = False
 
     @property
     def value(self):
         return self.op(*(resolve(o) for o in self.operands))
+
+    def __bool__(self):
+        if self.is_condition:
+            raise TypeError(f"the condition {self.name} has no truth value before the parameters have values; "
+                            f"use it in iteration logic (acc.select) or compare the values given to Package.add")
+        return True
 
 
 def resolve(x):

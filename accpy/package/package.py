@@ -103,9 +103,17 @@ class PackageFunction:
     def _check_arguments_cover_logic(self):
         from ..analysis.logic_check import accesses_of
 
+        from ..ir.visitor import free_vars
+
         given = {id(i.obj) for i in self.infos}
         for part in self.plan.schedule.space.parts:
             for st in part.statements:
+                loop_vars = set(part.nest.index_vars)
+                for v in free_vars(st.store):
+                    if v not in loop_vars and id(v) not in given:
+                        raise ValueError(f"args: {v.name} is used by the logic ({st.describe()}) but is not among "
+                                         f"the arguments; pass it in args (or give an acc.Scalar a value to "
+                                         f"make it a constant)")
                 for buf, _, _ in accesses_of(st.store):
                     if buf.role in ("temp", "const"):
                         continue

@@ -97,9 +97,12 @@ def _layout_of(array) -> tuple:
 def describe_arguments(args) -> list:
     """ArgInfo for each of a function's `args` (Arrays, Dimensions, Scalars)."""
     from ..nest.array import Array, Dimension, Role, Scalar
+    from ..nest.naming import argument_names
 
     out = []
     seen = set()
+    names = argument_names(args)  # inferred names that clash get a suffix (X, X_1)
+    name_of = {id(a): n for a, n in zip(args, names)}
     for k, a in enumerate(args):
         if isinstance(a, Array):
             if a.role is Role.TEMP:
@@ -108,13 +111,16 @@ def describe_arguments(args) -> list:
                 raise ValueError(f"args[{k}]: {a.name} is a CONST array; its data is built into the function")
             shape = []
             for s in a.resolved_shape():
-                shape.append(s.name if isinstance(s, Dimension) else int(s))
+                shape.append(name_of.get(id(s), s.name) if isinstance(s, Dimension) else int(s))
             layout, strides = _layout_of(a)
-            info = ArgInfo(a.name, KIND_ARRAY, a.element_type, tuple(shape), layout, strides, a.role.value, a.buffer)
+            info = ArgInfo(names[k], KIND_ARRAY, a.element_type, tuple(shape), layout, strides, a.role.value, a.buffer)
         elif isinstance(a, Dimension):
-            info = ArgInfo(a.name, KIND_DIM, ScalarType.index, (), "C", (), "input", a.var)
+            info = ArgInfo(names[k], KIND_DIM, ScalarType.index, (), "C", (), "input", a.var)
         elif isinstance(a, Scalar):
-            info = ArgInfo(a.name, KIND_SCALAR, a.element_type, (), "C", (), "input", a.var)
+            if a.value is not None:
+                raise ValueError(f"args[{k}]: the scalar {a.name} has a value ({a.value!r}): it is a constant "
+                                 f"used as a literal, not an argument; leave it out of args")
+            info = ArgInfo(names[k], KIND_SCALAR, a.element_type, (), "C", (), "input", a.var)
         else:
             raise TypeError(f"args[{k}]: expected acc.Array, acc.Dimension or acc.Scalar, got {type(a).__name__} {a!r}")
         why = c_name_problem(info.name)

@@ -33,6 +33,8 @@ class Plan:
 
         An index that carries a write conflict (e.g. matmul's k) raises `ScheduleError` naming
         two racing iterations; `unsafe=True` skips that check (and logs a warning)."""
+        if not isinstance(indices, (Index, str)) and hasattr(indices, "__iter__"):
+            indices = tuple(indices)  # a list, a tuple or any iterable of indices
         return self._call("parallelize", indices, pin=pin, policy=policy, max_threads=max_threads, unsafe=unsafe)
 
     def cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
@@ -129,7 +131,9 @@ class Plan:
             raise TypeError(f"{what}: expected an index of the schedule, got {type(index).__name__} {index!r}")
         k = self._schedule.space.position(index)
         if k is None:
-            raise ValueError("Unknown index!")
+            from ..schedule.space import unknown_index
+
+            raise unknown_index(index, [d.index for d in self._schedule.space.dims], what)
         return self._schedule.space.dims[k].var
 
     def _not_fusing(self, index, what: str) -> None:

@@ -19,7 +19,7 @@ from .space import IterationSpace
 def fuse(schedules, *args, partial: Optional[int] = None, unsafe: bool = False) -> "FusedSchedule":
     """`fuse(s0, s1, ...)` fuses every dim (equal ranks); `fuse((s0, s1, ...), partial=k)`
     fuses the first k dims (`partial=0` concatenates the schedules)."""
-    if isinstance(schedules, (tuple, list)):
+    if not isinstance(schedules, Schedule) and hasattr(schedules, "__iter__"):  # list, tuple, generator, ...
         if args:
             raise ValueError("fuse: give the schedules either as a tuple or as arguments, not both")
         scheds = tuple(schedules)

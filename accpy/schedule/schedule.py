@@ -15,7 +15,7 @@ from ..analysis.dependence import check_order
 from ..nest.logic import Index
 from ..nest.naming import assigned_names
 from ..nest.parameters import context_key, has_parameter, resolve
-from .space import IterationSpace
+from .space import IterationSpace, unknown_index
 
 
 def _is_size(x) -> bool:
@@ -109,8 +109,9 @@ class Schedule:
     def _known(self, index, what="index") -> None:
         if not isinstance(index, Index):
             raise TypeError(f"{what}: expected an index of this schedule, got {type(index).__name__} {index!r}")
-        if not any(h.index is index for h in self._structure()):
-            raise ValueError("Unknown index!")
+        structure = self._structure()
+        if not any(h.index is index for h in structure):
+            raise unknown_index(index, [h.index for h in structure], what)
 
     def _fresh_name(self, base: str) -> str:
         taken = {h.index.name for h in self._structure()}
@@ -136,7 +137,7 @@ class Schedule:
         if op == "split":
             index, size, inner = args
             if sp.position(index) is None:
-                raise ValueError("Unknown index!")
+                raise unknown_index(index, [d.index for d in sp.dims])
             if not _is_size(size) or size < 1:
                 raise ValueError("Split sizes must be integers >= 1")
             self._check_splittable(index)
@@ -153,7 +154,9 @@ class Schedule:
             index, ref, threshold, unsafe = args
             for ix in (index, ref):
                 if sp.position(ix) is None:
-                    raise ValueError("Unknown index!")
+                    raise unknown_index(ix, [d.index for d in sp.dims])
+            if threshold is not None and _is_size(threshold) and threshold == 0:
+                threshold = None  # no unrolling
             if threshold is not None and (not _is_size(threshold) or threshold < 1):
                 raise ValueError("unroll_loops_smaller_than must be an integer >= 1")
             sp = sp.skew(index, ref)
@@ -162,7 +165,7 @@ class Schedule:
         if op == "pad":
             index, size = args
             if sp.position(index) is None:
-                raise ValueError("Unknown index!")
+                raise unknown_index(index, [d.index for d in sp.dims])
             if not _is_size(size) or size < 0:
                 raise ValueError("Pad sizes must be integers >= 0")
             return sp.pad(index, int(size)) if size else sp
@@ -265,6 +268,8 @@ class Schedule:
         if index is reference_index:
             raise ValueError("skew: index and reference_index must be different indices")
         t = unroll_loops_smaller_than
+        if t is not None and not has_parameter(t) and _is_size(t) and t == 0:
+            t = None  # Accera's 0: no unrolling
         if t is not None and not has_parameter(t) and (not _is_size(t) or t < 1):
             raise ValueError("unroll_loops_smaller_than must be an integer >= 1")
         self._do("skew", (index, reference_index, t, bool(unsafe)))

@@ -136,7 +136,7 @@ class IterationSpace:
     def dim(self, handle) -> Dim:
         k = self.position(handle)
         if k is None:
-            raise ValueError("Unknown index!")
+            raise unknown_index(handle, [d.index for d in self.dims])
         return self.dims[k]
 
     @property
@@ -222,3 +222,11 @@ class IterationSpace:
             a = to_affine(d.extent)
             out.append(a.const if a is not None and a.is_const else d.extent)
         return out
+
+
+def unknown_index(index, known, what: str = "index") -> ValueError:
+    """The error for an index that is not one of a schedule's indices (`known`, in order)."""
+    name = getattr(index, "name", repr(index))
+    return ValueError(f"Unknown index! {what}: {name} is not an index of the schedule with indices "
+                      f"({', '.join(getattr(k, 'name', repr(k)) for k in known)}); is it an index of another "
+                      f"nest or schedule?")
