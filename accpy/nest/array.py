@@ -150,6 +150,9 @@ class Array:
         if isinstance(shape, (int, Dimension, Parameter)):
             shape = (shape,)
         self._shape = tuple(shape)
+        for k, s in enumerate(self._shape):
+            if isinstance(s, float) and s == float("inf"):
+                size_expr(s, f"shape[{k}]")  # explains that unbounded sizes are not supported
         self.element_type = scalar_type(element_type, "element_type") if element_type is not None else ScalarType.float32
         if data is not None:
             data = data.astype(self.element_type.dtype)
