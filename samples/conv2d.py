@@ -57,7 +57,7 @@ def block_sizes(target, W, C, K, dtype=acc.ScalarType.float32):
     # Packing the weights costs one pass over them per call; it pays off once they no longer
     # sit comfortably in L2 (a channel block's rows are then far apart: 20% at C = K = 256),
     # not for 3x3x64x64 (147 KiB, where it costs about 1%).
-    pack = KH * KW * C * K * itemsize > target.cache_sizes[1] // 2
+    pack = KH * KW * C * K * itemsize > target.cache_bytes[1] // 2
     return dict(WB=WB, CB=CB, lanes=lanes, pack=pack)
 
 

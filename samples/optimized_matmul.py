@@ -30,7 +30,7 @@ def block_sizes(target, M, N, K, threads):
     lanes = max(target.vector_bytes // 4, 4)
     NR = 4 * lanes if lanes == 16 else 3 * lanes  # 64 columns on AVX-512, 24 on AVX2
     MR = 6 if lanes == 16 else 4
-    l2 = target.cache_sizes[1]
+    l2 = target.cache_bytes[1]
     KC = max(1, min(K, 1024))
     # the packed KC x NC block of B takes 3/4 of L2 (at most 4 micro-panels wide)
     NC = max(NR, min(4 * NR, (3 * l2 // 4 // (4 * KC)) // NR * NR))

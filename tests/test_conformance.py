@@ -387,3 +387,43 @@ def test_unknown_index_names_the_index_and_the_schedule():
     plan = s0.create_plan()
     with pytest.raises(ValueError, match=r"Unknown index! .*j is not an index of the schedule"):
         plan.parallelize(j1)
+
+
+# -- targets: Accera's names, facts and units ------------------------------------------------
+
+def test_accera_known_devices_by_name_and_by_model():
+    T, M = acc.Target, acc.Target.Model
+    skx = T("Intel 7900X")
+    assert skx == T(M.INTEL_7900X) and str(M.INTEL_7900X) == "Intel 7900X"
+    assert (skx.family, skx.num_cores, skx.num_threads, skx.frequency_GHz, skx.turbo_frequency_GHz) == \
+        ("Skylake-X", 10, 20, 3.3, 4.5)
+    assert skx.cache_sizes == (32, 1024, 1408) and skx.cache_lines == (64, 64, 64)  # KiB, bytes
+    assert skx.cache_bytes == (32 << 10, 1 << 20, 1408 << 10)
+    assert (skx.vector_bytes, skx.vector_registers) == (64, 32) and skx.has("avx512f") and skx.has("avx512bw")
+    sky = T("Intel 6700")
+    assert (sky.num_cores, sky.vector_bytes, sky.cache_sizes) == (4, 32, (32, 256, 8192))
+    assert sky.has("avx2") and not sky.has("avx512f")
+    icx = T("Intel 8351N")
+    assert icx.num_cores == 36 and icx.has("avx512_vnni") and icx.cache_sizes == (48, 512, 55296)
+    assert T(M.INTEL_7960X).num_cores == 16
+    pi = T("Raspberry Pi 3B")
+    assert pi.architecture is T.Architecture.ARM and pi.num_cores == 4 and pi.cache_sizes == (32, 512)
+    assert pi == T(M.RASPBERRY_PI_3B) and pi.required_features() == []
+    from accpy.targets.devices import KNOWN_CPUS
+
+    assert len(KNOWN_CPUS) > 500 and all(T(row[0]).name == row[0] for row in KNOWN_CPUS)
+
+
+def test_unknown_target_name_is_a_value_error_with_close_names():
+    with pytest.raises(ValueError, match=r"no known device matches 'Intel 7901X'\. Close names: .*'Intel 7900X'"):
+        acc.Target("Intel 7901X")
+    with pytest.raises(RuntimeError):  # Accera raises RuntimeError: both catch it
+        acc.Target("Intel 7901X")
+
+
+def test_cache_sizes_are_kib_as_in_accera():
+    t = acc.Target(cache_sizes=[32, 256, 8192], cache_lines=[64, 64, 64])
+    assert t.cache_sizes == (32, 256, 8192) and t.cache_bytes == (32 << 10, 256 << 10, 8 << 20)
+    assert acc.Target(cache_sizes=[32, 1024, 19.25 * 1024]).cache_bytes[2] == 19712 << 10
+    with pytest.raises(ValueError, match="in KiB"):
+        acc.Target(cache_sizes=[32768, 262144])

@@ -1,8 +1,12 @@
 """Known target models (`acc.Target.Model`): public facts about a few processors, as data.
 
 Each entry gives what a model's `Target` starts from; keyword arguments of `acc.Target`
-override any of it. Sizes are in bytes; `cache_sizes` lists L1 data, L2 and L3 as one core
-sees them (L1d and L2 are per core; L3 is the cache the core's complex shares: the whole
+override any of it. Two sources: accpy's own entries below (SPECS, each citing its source),
+and Accera's published table of known processors (devices.py, ACCERA_SPECS), so that
+Accera's names work unchanged (`acc.Target("Intel 7900X")`, `Target.Model.INTEL_7960X`). A
+name matches exactly first; words of a name (e.g. "8700") are looked up among accpy's own
+entries first, then Accera's. `cache_sizes` are in KiB (Accera's unit; the constants below are
+written in bytes and converted) and list L1 data, L2 and L3 as one core sees them (L1d and L2 are per core; L3 is the cache the core's complex shares: the whole
 socket's on Intel's mesh parts, one CCD's 32 MiB on AMD EPYC). Frequencies are base and
 maximum turbo/boost in GHz. `extensions` use the cpuinfo names of accpy/targets/target.py
 and are written out in full (no implied features added). Every entry names its source.
@@ -18,7 +22,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from .target import Architecture, Category, Runtime, _key
+from .target import Architecture, Category, Runtime, _key, normalize_extensions
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -45,6 +49,7 @@ class ModelSpec:
     vector_registers: int
     runtime: Runtime = Runtime.OPENMP
     extra: tuple = ()
+    accera: bool = False  # from Accera's table of known devices (devices.py)
 
     @property
     def key(self) -> str:
@@ -62,7 +67,7 @@ class ModelSpec:
 
 def _cpu(name, family, aliases, extensions, cores, threads, base, turbo, l1d, l2, l3, vector_bytes, registers):
     return ModelSpec(name, family, aliases, Category.CPU, Architecture.X86_64, extensions, cores, threads, base, turbo,
-                     (l1d, l2, l3), (64, 64, 64), vector_bytes, registers)
+                     (l1d // KiB, l2 // KiB, l3 // KiB), (64, 64, 64), vector_bytes, registers)
 
 
 SPECS = [
@@ -117,7 +122,34 @@ SPECS = [
                ("scratchpad_bank_rows", 4096), ("accumulator_bytes", 64 * KiB), ("accumulator_rows", 1024))),
 ]
 
-_BY_KEY = {s.key: s for s in SPECS}
+
+
+def _accera_extensions(names: str, architecture: Architecture) -> tuple:
+    if architecture not in (Architecture.X86_64, Architecture.X86):
+        return tuple(n.lower() for n in names.split())  # e.g. "fpu" on a Cortex-M4F, as listed
+    # Accera's "AVX-VNNI" on its AVX-512 rows (Cascade Lake, Ice Lake) is AVX512-VNNI
+    return normalize_extensions(["AVX512VNNI" if n == "AVX-VNNI" else n for n in names.split()])
+
+
+def _accera_spec(row) -> ModelSpec:
+    name, family, branding, base, turbo, cores, threads, sizes, lines, vbytes, vregs, exts = row[:12]
+    architecture = Architecture[row[12]] if len(row) > 12 else Architecture.X86_64
+    runtime = Runtime[row[13]] if len(row) > 13 else Runtime.OPENMP
+    return ModelSpec(name, family, (), Category.CPU, architecture, _accera_extensions(exts, architecture), cores,
+                     threads, float(base), None if turbo is None else float(turbo), tuple(sizes), tuple(lines),
+                     vbytes, vregs, runtime, (("branding", branding),) if branding else (), accera=True)
+
+
+def _accera_specs() -> list:
+    from .devices import KNOWN_CPUS
+
+    own = {s.key for s in SPECS}
+    return [sp for sp in map(_accera_spec, KNOWN_CPUS) if sp.key not in own]
+
+
+ACCERA_SPECS = _accera_specs()
+ALL_SPECS = SPECS + ACCERA_SPECS
+_BY_KEY = {s.key: s for s in ALL_SPECS}
 
 
 class _ModelName:
@@ -126,7 +158,7 @@ class _ModelName:
 
 
 # Known target models, one member per entry of SPECS; str(member) is the display name
-Model = enum.Enum("Model", [(s.key, s.name) for s in SPECS], type=_ModelName, module=__name__,
+Model = enum.Enum("Model", [(s.key, s.name) for s in ALL_SPECS], type=_ModelName, module=__name__,
                   qualname="Model")
 
 
@@ -138,10 +170,15 @@ def _tokens(text: str) -> list:
     return [t for t in _key(text).split("_") if t]
 
 
+class UnknownTargetError(ValueError, RuntimeError):
+    """A target name that names no known device, or several (a ValueError; a RuntimeError as in Accera)."""
+
+
 def lookup(known_name) -> ModelSpec:
     """The model `known_name` names: a Model, its display name or enum name (case, spaces,
-    dashes and dots ignored), a codename alias, or words that occur in one model's name only.
-    Raises RuntimeError (as Accera) for an unknown or ambiguous name, listing close names."""
+    dashes and dots ignored), a codename alias, or words that occur in one model's name only
+    (accpy's own entries are searched first, then Accera's table). Raises UnknownTargetError
+    (a ValueError and a RuntimeError) for an unknown or ambiguous name, listing close names."""
     if isinstance(known_name, Model):
         return spec_of(known_name)
     if not isinstance(known_name, str):
@@ -150,29 +187,35 @@ def lookup(known_name) -> ModelSpec:
     if k in _BY_KEY:
         return _BY_KEY[k]
     compact = k.replace("_", "")  # "zen4", "i78700": spaces and dashes may be left out altogether
-    exact = [s for s in SPECS if compact in {_key(n).replace("_", "") for n in (s.name,) + s.aliases}]
-    if len(exact) == 1:
-        return exact[0]
     words = set(_tokens(known_name))
-    matches = exact or ([s for s in SPECS if words <= set(_tokens(s.name))] if words else [])
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise RuntimeError(f"Target: the name {known_name!r} is ambiguous: it matches "
-                           f"{', '.join(repr(s.name) for s in matches)}; give the full name or an acc.Target.Model")
-    names = {s.key: s.name for s in SPECS}
-    for s in SPECS:
+    for specs in (SPECS, ACCERA_SPECS):
+        exact = [s for s in specs if compact in {_key(n).replace("_", "") for n in (s.name,) + s.aliases}]
+        if len(exact) == 1:
+            return exact[0]
+        matches = exact or ([s for s in specs if words <= set(_tokens(s.name))] if words else [])
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            shown = ", ".join(repr(s.name) for s in matches[:12]) + (", ..." if len(matches) > 12 else "")
+            raise UnknownTargetError(f"Target: the name {known_name!r} is ambiguous: it matches {shown}; "
+                                     f"give the full name or an acc.Target.Model")
+    names = {s.key: s.name for s in ALL_SPECS}
+    for s in ALL_SPECS:
         for a in s.aliases:
             names.setdefault(_key(a), s.name)
-    close = difflib.get_close_matches(k, list(names), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(k, list(names), n=5, cutoff=0.5)
     close_names = list(dict.fromkeys(names[c] for c in close))
     hint = f" Close names: {', '.join(repr(c) for c in close_names)}." if close_names else ""
-    raise RuntimeError(f"Target: no known device matches {known_name!r}.{hint} Known: \"HOST\", "
-                       f"{', '.join(repr(s.name) for s in SPECS)} (acc.Target.Model).")
+    raise UnknownTargetError(f"Target: no known device matches {known_name!r}.{hint} Known: \"HOST\", "
+                             f"{', '.join(repr(s.name) for s in SPECS)} and the {len(ACCERA_SPECS)} processors "
+                             f"of Accera's table (acc.Target.Model lists them all).")
 
 
 def model_for_brand(brand: str) -> Optional[ModelSpec]:
     """The model whose every name word occurs in a processor brand string, if exactly one does."""
     words = set(_tokens(brand))
-    found = [s for s in SPECS if s.category is Category.CPU and set(_tokens(s.name)) <= words]
-    return found[0] if len(found) == 1 else None
+    for specs in (SPECS, ACCERA_SPECS):
+        found = [s for s in specs if s.category is Category.CPU and set(_tokens(s.name)) <= words]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None

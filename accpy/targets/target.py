@@ -10,9 +10,9 @@ Keyword arguments override the model's values (None keeps the model's value). A 
 that is neither "HOST" nor one known model raises `RuntimeError` naming the close ones.
 Targets are frozen dataclasses: equal when every field is equal, hashable.
 
-Units: `cache_sizes` and `cache_lines` are in bytes, one entry per level (L1 data, L2,
-L3, ...), each the size one core sees (L1d/L2 private, L3 the slice its core complex
-shares). `vector_bytes` is the width of one SIMD register (64 with AVX-512, 32 with
+Units (Accera's): `cache_sizes` in KiB and `cache_lines` in bytes, one entry per level (L1
+data, L2, L3, ...), each the size one core sees (L1d/L2 private, L3 the slice its core
+complex shares); `cache_bytes` gives the sizes in bytes, the unit accpy computes with. `vector_bytes` is the width of one SIMD register (64 with AVX-512, 32 with
 AVX/AVX2, 16 with SSE); `vector_registers` their number (32 zmm with AVX-512, else 16).
 
 `extensions` holds instruction-set features by their /proc/cpuinfo names ("avx2",
@@ -332,6 +332,7 @@ def _host_values() -> tuple:
     vb, vr = widest_vector(exts)
     threads = os.cpu_count() or 1
     sizes, lines = _host_caches()
+    sizes = tuple(_kib(b) for b in sizes)  # sysfs gives bytes; targets hold KiB as Accera's do
     base, turbo = _host_frequencies(brand)
     # a known model the brand string names (every word of the model's name in it): its
     # published frequencies where this machine does not tell (as Accera does for HOST)
@@ -381,6 +382,28 @@ def _ghz(value, what):
     return float(value)
 
 
+def _kib(n_bytes: int):
+    """Bytes -> KiB (an int when whole, as every real cache is)."""
+    return n_bytes // 1024 if n_bytes % 1024 == 0 else n_bytes / 1024
+
+
+def _cache_sizes(value):
+    """`cache_sizes` in KiB (Accera's unit), L1 data first; ints, or floats such as 19.25 * 1024."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"cache_sizes: expected a list of sizes in KiB (L1, L2, ...), got {value!r}")
+    out = []
+    for v in value:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ValueError(f"cache_sizes: expected positive sizes in KiB, got {v!r}")
+        out.append(v)
+    if out and out[0] > 4096:  # no processor has a 4 MiB L1 data cache: these are bytes
+        raise ValueError(f"cache_sizes: an L1 data cache of {out[0]} KiB is not plausible: cache sizes are in KiB, "
+                         f"as in Accera ({out[0]} bytes = {out[0] / 1024:g} KiB)")
+    return tuple(out)
+
+
 def _sizes(value, what, minimum):
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(f"{what}: expected a list of sizes in bytes (L1, L2, ...), got {value!r}")
@@ -390,9 +413,6 @@ def _sizes(value, what, minimum):
             v = int(v)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{what}: expected positive integers (bytes), got {v!r}")
-        if v < minimum and what == "cache_sizes":
-            raise ValueError(f"cache_sizes: {v} bytes is not a plausible cache size: accpy's cache sizes are in "
-                             f"bytes (Accera's table lists them in KiB: {v} KiB = {v * 1024} bytes)")
         if v < minimum:
             raise ValueError(f"{what}: {v} bytes is not a plausible cache line size (bytes, e.g. 64)")
         out.append(v)
@@ -453,7 +473,7 @@ def _apply(values: dict, overrides: dict) -> dict:
         if k in o:
             out[k] = _ghz(o[k], k)
     if "cache_sizes" in o:
-        out["cache_sizes"] = _sizes(o["cache_sizes"], "cache_sizes", 1024)
+        out["cache_sizes"] = _cache_sizes(o["cache_sizes"])
     if "cache_lines" in o:
         out["cache_lines"] = _sizes(o["cache_lines"], "cache_lines", 8)
     if "extra" in o:
@@ -559,13 +579,18 @@ class Target:
         return default
 
     @property
+    def cache_bytes(self) -> tuple:
+        """`cache_sizes` (KiB, Accera's unit) in bytes, per level."""
+        return tuple(int(round(s * 1024)) for s in self.cache_sizes)
+
+    @property
     def is_cpu(self) -> bool:
         return self.category is Category.CPU
 
     def required_features(self) -> list:
         """Features the emitted code may use beyond x86-64's baseline: checked at call time (no SIGILL)."""
-        if not self.is_cpu:
-            return []
+        if not self.is_cpu or self.architecture not in (Architecture.X86_64, Architecture.X86):
+            return []  # the features named here are x86 ones (an ARM model's "fpu" is not)
         return [f for f in self.extensions if f not in _BASELINE]
 
     def compiler_flags(self) -> list:
