@@ -14,6 +14,8 @@ from .naming import assigned_names, inferred_or_generated
 
 
 class Role(enum.Enum):
+    """Role of an array in a function: INPUT, INPUT_OUTPUT, OUTPUT, CONST (built-in data) or TEMP (internal)."""
+
     INPUT = "input"
     INPUT_OUTPUT = "input_output"
     OUTPUT = "output"
@@ -63,6 +65,7 @@ class Dimension(Value):
 
     @property
     def var(self) -> Var:
+        """The IR variable standing for this size in expressions and the C signature."""
         return self._expr  # type: ignore[return-value]
 
     def __repr__(self) -> str:
@@ -185,16 +188,20 @@ class Array:
 
     @property
     def layout(self):
+        """The layout as given: Array.Layout.FIRST_MAJOR / LAST_MAJOR / DEFERRED, or a tuple of strides."""
         return self.requested_layout
 
     @property
     def rank(self) -> int:
+        """The number of dimensions."""
         return len(self._shape)
 
     def shape_exprs(self) -> tuple:
+        """The sizes as IR index expressions (parameters resolved with the values in effect)."""
         return tuple(size_expr(s, f"shape of {self.name}") for s in self._shape)
 
     def stride_exprs(self) -> tuple:
+        """The element strides of each dimension as IR index expressions (from the layout)."""
         shape = self.shape_exprs()
         layout = self.requested_layout
         if isinstance(layout, (tuple, list)):
@@ -231,10 +238,12 @@ class Array:
         return tuple(resolve(self._shape))
 
     def dimensions(self) -> list:
+        """The runtime acc.Dimensions among the sizes, in order."""
         return [s for s in self._shape if isinstance(s, Dimension)]
 
     # -- logic ----------------------------------------------------------------------------
     def normalize_indices(self, key) -> tuple:
+        """A subscript (`A[i, j]`, `A[(i, j)]`) as one integer logic Value per dimension; LogicError if not."""
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) == 1 and isinstance(key[0], (list, tuple)):
@@ -296,6 +305,7 @@ class Scalar(Value):
 
     @property
     def var(self) -> Var:
+        """The IR variable of this scalar argument (ValueError for a constant Scalar, which has a value)."""
         if not isinstance(self._expr, Var):
             raise ValueError(f"Scalar {self.name} has a value ({self.value!r}): it is a constant, not an argument")
         return self._expr  # type: ignore[return-value]

@@ -30,10 +30,12 @@ class Value:
 
     @property
     def expr(self) -> Expr:
+        """The IR expression this value stands for."""
         return self._expr
 
     @property
     def element_type(self) -> ScalarType:
+        """The acc.ScalarType of the value."""
         return self.expr.dtype
 
     # arithmetic
@@ -149,6 +151,7 @@ def _coerce(v: Value, t: ScalarType) -> Expr:
 
 
 def binary(op: str, a, b) -> Value:
+    """The logic value `a <op> b` (`op` an IR operator name such as "add" or "lt"), with numpy-like typing."""
     a, b, t = _operand_types(op, a, b)
     if op in ("and", "or", "xor", "shl", "shr") and not (t.is_int or t is ScalarType.bool):
         raise LogicError(f"bitwise `{op}` needs integer operands, got {t.name}")
@@ -161,6 +164,7 @@ def binary(op: str, a, b) -> Value:
 
 
 def unary(op: str, a) -> Value:
+    """The logic value `<op> a` ("neg" or "invert")."""
     a = lift(a)
     if op == "invert" and not a.element_type.is_int:
         raise LogicError(f"bitwise not needs an integer operand, got {a.element_type.name}")
@@ -168,6 +172,7 @@ def unary(op: str, a) -> Value:
 
 
 def cast(value, element_type) -> Value:
+    """`acc.cast(value, type)`: the value converted to `type` (an acc.ScalarType or numpy dtype)."""
     from .array import scalar_type
 
     t = scalar_type(element_type, "element_type")
@@ -178,6 +183,7 @@ def cast(value, element_type) -> Value:
 
 
 def select(cond, a, b) -> Value:
+    """`acc.select(cond, a, b)`: `a` where the boolean `cond` holds, else `b` (both converted to a common type)."""
     c = lift(cond)
     if c.element_type is not ScalarType.bool:
         raise LogicError(f"acc.select needs a boolean condition, got {c.element_type.name}")
@@ -196,6 +202,7 @@ class Index(Value):
 
     @property
     def var(self) -> Var:
+        """The IR variable of this loop index."""
         return self._expr  # type: ignore[return-value]
 
     def __eq__(self, o):  # type: ignore[override]
@@ -265,6 +272,7 @@ class LogicStatement:
     text: str
 
     def describe(self) -> str:
+        """"statement N (`source text`, file:line)", for error messages."""
         loc = f"{self.file}:{self.line}" if self.line else self.file
         return f"statement {self.number} (`{self.text}`, {loc})"
 
@@ -289,9 +297,11 @@ class LogicCapture:
 
     @staticmethod
     def current() -> Optional["LogicCapture"]:
+        """The capture of the iteration logic running now, or None outside iteration logic."""
         return LogicCapture._active[-1] if LogicCapture._active else None
 
     def record(self, array, indices: tuple, value, reduce: Optional[str]):
+        """Record `array[indices] = value` (or `op=` with `reduce`), checking types; returns the statement."""
         file, line, text = user_location()
         number = self.first_number + len(self.statements)
         where = LogicStatement(None, number, file, line, text)  # type: ignore[arg-type]
@@ -349,6 +359,7 @@ def _check_literals_fit(e, t: ScalarType) -> None:
 
 
 def record_assignment(array, key, value) -> None:
+    """`array[key] = value` inside iteration logic (compound assignments included); LogicError elsewhere."""
     cap = LogicCapture.current()
     if cap is None:
         raise LogicError(

@@ -34,6 +34,7 @@ class Nest:
 
     # -- structure ----------------------------------------------------------------------
     def get_shape(self) -> list:
+        """The sizes of the iteration space as given (ints, Dimensions, Parameters)."""
         return list(self._shape)
 
     @property
@@ -56,9 +57,12 @@ class Nest:
 
     @property
     def uses_parameters(self) -> bool:
+        """Whether the shape or the logic needs parameter values (given at Package.add)."""
         return self._deferred or has_parameter(self._shape)
 
     def get_indices(self):
+        """The loop indices (a tuple; one index for a 1-D nest assigned to a single name), named after the assigned
+        variables."""
         names, unpacked = assigned_names(with_kind=True)
         if len(names) == len(self._indices) and not self._logic:
             for ix, n in zip(self._indices, names):
@@ -70,10 +74,12 @@ class Nest:
 
     @property
     def indices(self) -> tuple:
+        """The loop indices, outermost first."""
         return tuple(self._indices)
 
     @property
     def index_vars(self) -> tuple:
+        """The IR variables of the loop indices, outermost first."""
         return tuple(ix.var for ix in self._indices)
 
     def dimensions(self) -> list:
@@ -126,11 +132,13 @@ class Nest:
 
     # -- next stages --------------------------------------------------------------------
     def create_schedule(self):
+        """A new acc.Schedule of this nest (default order, no transforms)."""
         from ..schedule.schedule import Schedule
 
         return Schedule(self)
 
     def create_plan(self, target=None):
+        """`create_schedule().create_plan(target)`: a plan of the default schedule for `target` (HOST when None)."""
         return self.create_schedule().create_plan(target)
 
     def __repr__(self) -> str:
@@ -138,6 +146,7 @@ class Nest:
 
 
 def index_position(nest: Nest, var: Var) -> Optional[int]:
+    """The position of loop variable `var` in `nest`, or None."""
     for k, v in enumerate(nest.index_vars):
         if v == var:
             return k

@@ -14,18 +14,21 @@ _builtin_max, _builtin_min, _builtin_abs, _builtin_round = max, min, abs, round
 
 
 def max(a, b) -> Value:  # noqa: A001 - Accera's name
+    """`acc.max(a, b)`: the larger of two values (Python's max when neither is a logic value)."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return _builtin_max(a, b)
     return binary("max", a, b)
 
 
 def min(a, b) -> Value:  # noqa: A001
+    """`acc.min(a, b)`: the smaller of two values (Python's min when neither is a logic value)."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return _builtin_min(a, b)
     return binary("min", a, b)
 
 
 def abs(a) -> Value:  # noqa: A001
+    """`acc.abs(a)`: the absolute value, of the operand's type (Python's abs outside logic)."""
     if not isinstance(a, Value):
         return _builtin_abs(a)
     if a.element_type is ScalarType.bool:
@@ -71,16 +74,19 @@ def _bool(x) -> Value:
 
 
 def logical_and(a, b) -> Value:
+    """`acc.logical_and(a, b)`: both boolean conditions hold."""
     a, b = _bool(a), _bool(b)
     return Value(BinOp("land", a.expr, b.expr, ScalarType.bool))
 
 
 def logical_or(a, b) -> Value:
+    """`acc.logical_or(a, b)`: either boolean condition holds."""
     a, b = _bool(a), _bool(b)
     return Value(BinOp("lor", a.expr, b.expr, ScalarType.bool))
 
 
 def logical_not(a) -> Value:
+    """`acc.logical_not(a)`: the boolean condition does not hold."""
     a = _bool(a)
     return Value(UnOp("not", a.expr, ScalarType.bool))
 

@@ -35,6 +35,7 @@ class Parameter:
 
     @property
     def value(self):
+        """The value given for this parameter in the Package.add being realized; UnresolvedParameter outside one."""
         for ctx in reversed(_active):
             if self in ctx:
                 return ctx[self]
@@ -120,6 +121,7 @@ class DerivedParameter(Parameter):
 
     @property
     def value(self):
+        """The value computed from the operands' values."""
         return self.op(*(resolve(o) for o in self.operands))
 
     def __bool__(self):
@@ -143,6 +145,7 @@ def resolve(x):
 
 
 def has_parameter(x) -> bool:
+    """Whether `x` is or contains (in tuples, lists, dicts) a Parameter."""
     if isinstance(x, Parameter):
         return True
     if isinstance(x, (tuple, list)):

@@ -93,6 +93,7 @@ class FusedSchedule(Schedule):
         return out
 
     def realize(self) -> "FusedSchedule":
+        """This fused schedule with the parameter values in effect (for Package.add)."""
         out = super().realize()
         if out is not self:
             out._default = self._sequential_space()
@@ -104,17 +105,21 @@ class FusedSchedule(Schedule):
         return IterationSpace.fuse(spaces, 0, (), Index(self._fusing.name))
 
     def default_schedule(self) -> Schedule:
+        """The program before fusing: the schedules one after the other, each in its default order."""
         default = getattr(self, "_default", None)
         return Schedule(None, space=default if default is not None else self._sequential_space())
 
     # -- Accera's queries -------------------------------------------------------------------
     def get_fused_indices(self) -> tuple:
+        """The indices of the fused dimensions (the first `partial` of every schedule, merged)."""
         return self._fused
 
     def get_fusing_index(self) -> Index:
+        """The fusing index `f`: which schedule's statements run at each fused point."""
         return self._fusing
 
     def get_unfused_indices(self) -> tuple:
+        """The indices of every schedule's dimensions that are not fused, schedule by schedule."""
         return tuple(h.index for s in self._schedules for h in s._structure()[self._partial:])
 
     # -- rules of fused schedules -----------------------------------------------------------

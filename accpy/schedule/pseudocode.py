@@ -48,6 +48,7 @@ def _conjunction_text(cons: list) -> list:
 
 
 def space_pseudocode(space) -> str:
+    """The loops of an iteration space as Python pseudo-code (guards included)."""
     guards = [part_guard(space, p) for p in range(len(space.parts))]
     maps = [part.index_map for part in space.parts]
     # a dim is shown strided when every coefficient it has is a multiple of its step

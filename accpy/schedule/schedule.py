@@ -60,6 +60,7 @@ class Schedule:
 
     @property
     def is_parameterized(self) -> bool:
+        """Whether some transform waits for parameter values (given at Package.add)."""
         return self._eager is None
 
     def realize(self) -> "Schedule":
@@ -75,6 +76,7 @@ class Schedule:
 
     @property
     def nests(self) -> list:
+        """The nests this schedule runs (one; several for a fused schedule)."""
         return [p.nest for p in self.space.parts]
 
     def default_schedule(self) -> "Schedule":
@@ -83,9 +85,11 @@ class Schedule:
         return Schedule(self._nest, space=default if default is not None else self._initial_space())
 
     def get_indices(self) -> list:
+        """The schedule's indices in their current order (split indices included)."""
         return [h.index for h in self._structure()]
 
     def get_shape(self) -> list:
+        """The extent of each dimension, in the current order."""
         return self.space.shape()
 
     def _structure(self) -> list:
@@ -232,6 +236,7 @@ class Schedule:
         self._do("reorder", (indices, bool(unsafe)))
 
     def is_valid_loop_order(self, *order) -> bool:
+        """Whether `reorder` would accept this order (a tuple, or the indices as arguments); no change made."""
         if len(order) == 1 and isinstance(order[0], (tuple, list)):
             order = tuple(order[0])
         return self._order_problem(order, self._structure()) is None
@@ -283,6 +288,7 @@ class Schedule:
 
     # -- next stage / display -----------------------------------------------------------------
     def create_plan(self, target=None):
+        """A new acc.Plan of this schedule for `target` (HOST when None)."""
         from ..plan.plan import Plan
 
         return Plan(self, target)

@@ -33,6 +33,7 @@ class Dim:
 
     @property
     def name(self) -> str:
+        """The name of the dimension's index."""
         return self.var.name
 
 
@@ -57,6 +58,7 @@ class IterationSpace:
     # -- construction -------------------------------------------------------------------
     @staticmethod
     def of_nest(nest) -> "IterationSpace":
+        """The iteration space of a nest in its default order."""
         dims = []
         imap = {}
         for ix, ext in zip(nest.indices, nest.extents):
@@ -128,12 +130,14 @@ class IterationSpace:
 
     # -- queries ------------------------------------------------------------------------
     def position(self, handle) -> Optional[int]:
+        """The position of the dimension of index `handle`, or None."""
         for k, d in enumerate(self.dims):
             if d.index is handle:
                 return k
         return None
 
     def dim(self, handle) -> Dim:
+        """The dimension of index `handle` (ValueError naming it when unknown)."""
         k = self.position(handle)
         if k is None:
             raise unknown_index(handle, [d.index for d in self.dims])
@@ -141,9 +145,11 @@ class IterationSpace:
 
     @property
     def vars(self) -> tuple:
+        """The IR variables of the dimensions, in order."""
         return tuple(d.var for d in self.dims)
 
     def box_constraints(self) -> list:
+        """Bounds of each dimension as constraints (for the exact dependence checks)."""
         out = []
         for d in self.dims:
             out.append(Affine.var(d.var))
@@ -162,6 +168,7 @@ class IterationSpace:
         return out
 
     def attr(self, key, default=None):
+        """The value of a transform attribute (e.g. "unroll_below"), or `default`."""
         for k, v in self.attrs:
             if k == key:
                 return v
@@ -169,6 +176,7 @@ class IterationSpace:
 
     # -- transforms ---------------------------------------------------------------------
     def substitute(self, mapping: dict) -> "IterationSpace":
+        """The space with variables replaced (a mapping of IR variables to expressions)."""
         parts = tuple(dataclasses.replace(
             p, index_map={x: a.subs(mapping) for x, a in p.index_map.items()},
             constraints=tuple(c.subs(mapping) for c in p.constraints)) for p in self.parts)
@@ -176,6 +184,7 @@ class IterationSpace:
         return dataclasses.replace(self, parts=parts, constraints=cons)
 
     def split(self, handle, size: int, inner_index) -> "IterationSpace":
+        """The space with `handle`'s dimension split by `size`; `inner_index` names the new inner one."""
         k = self.position(handle)
         d = self.dims[k]
         inner_var = Var(inner_index.name, ScalarType.index)
@@ -192,6 +201,7 @@ class IterationSpace:
         return dataclasses.replace(sp, dims=tuple(dims), constraints=cons)
 
     def skew(self, handle, reference) -> "IterationSpace":
+        """The space with `handle`'s dimension skewed by `reference`'s."""
         k, r = self.position(handle), self.position(reference)
         d, rd = self.dims[k], self.dims[r]
         # (N, M) -> (N + M - 1, M): point (i, j) moves to (i + j, j)
@@ -202,6 +212,7 @@ class IterationSpace:
         return dataclasses.replace(sp, dims=tuple(dims))
 
     def pad(self, handle, size: int) -> "IterationSpace":
+        """The space with `size` empty iterations in front of `handle`'s dimension."""
         k = self.position(handle)
         d = self.dims[k]
         sp = self.substitute({d.var: Affine.var(d.var) - size})
@@ -210,13 +221,16 @@ class IterationSpace:
         return dataclasses.replace(sp, dims=tuple(dims))
 
     def reorder(self, handles) -> "IterationSpace":
+        """The space with its dimensions in the order of `handles`."""
         dims = tuple(self.dim(h) for h in handles)
         return dataclasses.replace(self, dims=dims)
 
     def with_attr(self, key, value) -> "IterationSpace":
+        """The space with a transform attribute set."""
         return dataclasses.replace(self, attrs=self.attrs + ((key, value),))
 
     def shape(self) -> list:
+        """The extent of each dimension (ints, or index expressions for runtime sizes)."""
         out = []
         for d in self.dims:
             a = to_affine(d.extent)

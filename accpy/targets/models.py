@@ -53,6 +53,7 @@ class ModelSpec:
 
     @property
     def key(self) -> str:
+        """The model's lookup key and `Target.Model` member name (e.g. "INTEL_7900X")."""
         return _key(self.name)
 
     def values(self) -> dict:
@@ -160,9 +161,11 @@ class _ModelName:
 # Known target models, one member per entry of SPECS; str(member) is the display name
 Model = enum.Enum("Model", [(s.key, s.name) for s in ALL_SPECS], type=_ModelName, module=__name__,
                   qualname="Model")
+Model.__doc__ = "Known target models: accpy's own entries, then Accera's table; str(member) is the display name."
 
 
 def spec_of(model) -> ModelSpec:
+    """The facts of a `Target.Model` member."""
     return _BY_KEY[model.name]
 
 

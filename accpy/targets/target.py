@@ -37,11 +37,15 @@ from typing import Optional
 
 
 class Category(enum.Enum):
+    """The kind of device: CPU, or an ACCELERATOR such as Gemmini."""
+
     CPU = "CPU"
     ACCELERATOR = "ACCELERATOR"
 
 
 class Architecture(enum.Enum):
+    """The instruction-set architecture of a target (HOST: this machine's)."""
+
     HOST = "HOST"
     X86 = "X86"
     X86_64 = "X86_64"
@@ -51,6 +55,8 @@ class Architecture(enum.Enum):
 
 
 class Runtime(enum.Enum):
+    """How parallel loops run: OPENMP threads, or NONE."""
+
     NONE = "NONE"
     DEFAULT = "DEFAULT"
     OPENMP = "OPENMP"
@@ -585,6 +591,7 @@ class Target:
 
     @property
     def is_cpu(self) -> bool:
+        """Whether the target is a CPU (not an accelerator)."""
         return self.category is Category.CPU
 
     def required_features(self) -> list:
