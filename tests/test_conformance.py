@@ -259,8 +259,12 @@ def test_skew_zero_means_no_unrolling():
 
     s = nest.create_schedule()
     s.skew(i, j, 0)
-    assert "unroll" not in repr(s.space.attrs) if hasattr(s.space, "attrs") else True
-    assert s.get_shape() == [10, 3]
+    assert s.space.attr("unroll_below") is None and s.get_shape() == [10, 3]
+    t = nest.create_schedule()
+    t.skew(i, j, 2)  # a positive threshold is kept
+    assert t.space.attr("unroll_below") is not None
+    with pytest.raises(ValueError, match="unroll_loops_smaller_than"):
+        nest.create_schedule().skew(i, j, -1)
 
 
 def test_float_to_int_store_converts_but_arithmetic_keeps_its_rules(tmp_path):
@@ -333,12 +337,12 @@ def test_fuse_takes_any_iterable(form):
     assert isinstance(fs, acc.FusedSchedule)
 
 
-@pytest.mark.parametrize("form", ["list", "tuple", "single"])
+@pytest.mark.parametrize("form", ["list", "tuple", "single", "generator"])
 def test_parallelize_takes_a_list_a_tuple_or_an_index(form):
-    (s,) = _two_schedules()[:1]
-    i = s.get_indices()[0] if hasattr(s, "get_indices") else None
+    s = _two_schedules()[0]
+    i = s.get_indices()[0]
     plan = s.create_plan()
-    plan.parallelize(indices={"list": [i], "tuple": (i,), "single": i}[form])
+    plan.parallelize(indices={"list": [i], "tuple": (i,), "single": i, "generator": (x for x in [i])}[form])
     assert plan.parallel[0] == (i,)
 
 
