@@ -61,6 +61,23 @@ def test_constant_scalar_is_a_literal(tmp_path):
     want = a * np.float32(0.2)
     lib.scale(a)
     np.testing.assert_allclose(a, want, rtol=1e-6)
+    n2 = acc.Nest((8,))
+    k = n2.get_indices()
+
+    @n2.iteration_logic
+    def _():
+        A[k] = A[k] * acc.Scalar(2) + acc.Scalar(value=1)  # untyped constants act as literals
+
+    a = np.arange(8, dtype="f4")
+    evaluate(n2, {A: a})
+    np.testing.assert_array_equal(a, np.arange(8, dtype="f4") * 2 + 1)
+    with pytest.raises(acc.LogicError, match="mixed types"):
+        n3 = acc.Nest((8,))
+        m = n3.get_indices()
+
+        @n3.iteration_logic
+        def _():
+            A[m] = A[m] * acc.Scalar(ST.int32, value=2)  # a typed constant keeps its type
     s = acc.Scalar(value=3)
     assert s.value == 3 and s.element_type is ST.int64
     assert acc.Scalar(value=2.5).element_type is ST.float32

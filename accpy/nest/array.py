@@ -280,6 +280,9 @@ class Scalar(Value):
             if value is not None:
                 raise ValueError("Scalar: give the value once (as the first argument or as value=)")
             value, element_type = element_type, None
+        # a constant without a type given is used as the Python number it holds (a literal
+        # takes the type of the value it meets); with a type, as a constant of that type
+        self.literal = value if element_type is None and isinstance(value, (int, float)) else None
         if value is not None:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
                 raise TypeError(f"value: expected a number, got {type(value).__name__} {value!r}")

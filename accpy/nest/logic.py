@@ -99,8 +99,15 @@ class Value:
         return f"<{self.element_type.name} {expr_str(self.expr)}>"
 
 
+def _plain(x):
+    """An untyped constant acc.Scalar (`acc.Scalar(0.2)`) stands for the number it holds."""
+    lit = getattr(x, "literal", None)
+    return x if lit is None else lit
+
+
 def lift(x, like: Optional[ScalarType] = None) -> Value:
     """Turn a Python number (or Value) into a Value, adopting the type `like` for literals."""
+    x = _plain(x)
     if isinstance(x, Value):
         return x
     from .parameters import Parameter
@@ -133,6 +140,7 @@ def lift(x, like: Optional[ScalarType] = None) -> Value:
 
 
 def _operand_types(op: str, a, b) -> tuple[Value, Value, ScalarType]:
+    a, b = _plain(a), _plain(b)
     if not isinstance(a, Value):
         a = lift(a, b.element_type if isinstance(b, Value) else None)
     if not isinstance(b, Value):
