@@ -366,6 +366,9 @@ def test_parallelize_takes_a_list_a_tuple_or_an_index(form):
 def test_shape_equals_lists_and_tuples():
     A = acc.Array(role=acc.Role.INPUT, shape=(2, 3))
     assert A.shape == [2, 3] and A.shape == (2, 3) and A.shape != [3, 2] and [2, 3] == A.shape
+    M, N = acc.create_dimensions()
+    B = acc.Array(role=acc.Role.INPUT, shape=(M, 3))
+    assert B.shape == [M, 3] and B.shape != [N, 3] and (M == M) is True and M in [N, M]
 
 
 def test_acc_inf_is_a_float_constant_in_logic(tmp_path):

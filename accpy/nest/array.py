@@ -68,6 +68,19 @@ class Dimension(Value):
         """The IR variable standing for this size in expressions and the C signature."""
         return self._expr  # type: ignore[return-value]
 
+    def __eq__(self, o):  # type: ignore[override]
+        # a condition inside iteration logic; identity elsewhere (`A.shape == [M, 3]`, `M in dims`)
+        from .logic import LogicCapture
+
+        return super().__eq__(o) if LogicCapture.current() is not None else self is o
+
+    def __ne__(self, o):  # type: ignore[override]
+        from .logic import LogicCapture
+
+        return super().__ne__(o) if LogicCapture.current() is not None else self is not o
+
+    __hash__ = Value.__hash__
+
     def __repr__(self) -> str:
         return f"Dimension({self.name})"
 
