@@ -102,7 +102,6 @@ class PackageFunction:
 
     def _check_arguments_cover_logic(self):
         from ..analysis.logic_check import accesses_of
-
         from ..ir.visitor import free_vars
 
         given = {id(i.obj) for i in self.infos}
