@@ -16,5 +16,6 @@ from .plan.cache import Cache, MemorySpace
 from .schedule.fuse import FusedSchedule, fuse
 from .schedule.schedule import Schedule
 from .targets import Target
+from . import tune  # the accpy.tune package; calling it runs accpy.tune.tune
 
 __version__ = "0.1.0"
