@@ -127,8 +127,9 @@ class TuneResult:
     """What `acc.tune` found: every variant measured, the best one, and the best function."""
 
     def __init__(self, label: str, objective, variants: list, grid_size: int, strategy, seconds: float,
-                 results_file: Optional[Path], build_best: Callable):
+                 results_file: Optional[Path], build_best: Callable, repeats: int):
         self.label = label
+        self.repeats = repeats
         self.objective = objective
         self.variants = variants
         self.grid_size = grid_size
@@ -140,8 +141,10 @@ class TuneResult:
 
     @property
     def ranked(self) -> list:
-        """Measured variants, best first."""
-        return sorted((v for v in self.variants if v.value is not None), key=lambda v: v.value)
+        """Measured variants, best first: those measured furthest (the last rung of a halving search)
+        before those dropped earlier, each group by its median."""
+        return sorted((v for v in self.variants if v.value is not None),
+                      key=lambda v: (-min(len(v.samples), self.repeats), v.value))
 
     @property
     def best(self) -> VariantResult:

@@ -88,15 +88,36 @@ def _artifact(lib, key: str, function: str, infos) -> dict:
             "lib_file": lib.files["shared"].name, "args": argument_specs(infos)}
 
 
-def build_variant(payload: bytes, index: int, key: str, want_reference: bool) -> dict:
-    """Build variant `index` of the pickled (source, args, grid); returns its artifacts or the error."""
+# tuning problems handed to forked worker processes without pickling (see `inherit`)
+_INHERITED: dict = {}
+
+
+def inherit(problem: tuple) -> str:
+    """Keep `problem` in this process under a token: processes forked after this see it (no pickling)."""
+    token = f"inherited:{os.getpid()}:{len(_INHERITED)}"
+    _INHERITED[token] = problem
+    return token
+
+
+def forget(token) -> None:
+    _INHERITED.pop(token, None)
+
+
+def build_variant(payload, index: int, key: str, want_reference: bool) -> dict:
+    """Build variant `index` of the tuning problem (source, args, grid), given pickled or as an
+    `inherit` token; returns its artifacts or the error."""
+    problem = _INHERITED[payload] if isinstance(payload, str) else pickle.loads(payload)
+    return build_problem_variant(problem, index, key, want_reference)
+
+
+def build_problem_variant(problem: tuple, index: int, key: str, want_reference: bool) -> dict:
     from ..package.package import Package
     from ..package.paths import cache_dir
 
     t0 = time.perf_counter()
     rec = {"key": key, **where()}
     try:
-        source, args, grid = pickle.loads(payload)
+        source, args, grid = problem
         params = grid[index]
         with _BUILD_LOCK:
             plan, fargs, pkg_params = _plan_and_args(source, args, params)

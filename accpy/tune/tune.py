@@ -24,7 +24,7 @@ from .objective import Objective, objective_of
 from .progress import Progress
 from .results import FAILED, ResultsFile, TuneResult, VariantResult, json_value, parameter_name, variant_key
 from .search import Exhaustive, Halving, strategy_of
-from .tasks import build_variant, measure_variant
+from .tasks import build_problem_variant, build_variant, forget, inherit, measure_variant
 
 
 def _is_dask_client(x) -> bool:
@@ -34,7 +34,11 @@ def _is_dask_client(x) -> bool:
 @contextlib.contextmanager
 def _executor_of(executor):
     if executor is None:
-        ex = cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 1)
+        # forked workers inherit the tuning problem (plans hold the user's logic functions,
+        # which plain pickle cannot send)
+        import multiprocessing
+
+        ex = cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=multiprocessing.get_context("fork"))
         try:
             yield ex
         finally:
@@ -180,7 +184,8 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
             store.append({"key": v.key, "label": label, "params": values, "status": "retry"})
         variants.append(v)
     repeats = 1 if obj.deterministic else repeats
-    payload = None
+    # the default executor's forked processes inherit the problem: register it before they start
+    payload = inherit((source, args, params_list)) if executor is None else None
     bar = Progress(label, progress)
     job_base = {"objective": obj, "warmup": warmup, "min_time": min_time, "timeout": timeout,
                 "reference_timeout": max(600.0, 10 * timeout), "seed": seed, "data": data,
@@ -246,21 +251,24 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
                 best = min((x.value for x in vs if x.value is not None), default=None)
                 bar.update(done, f"best {obj.format(best)}" if best is not None else "")
 
-    with _executor_of(executor) as ex:
-        alive = variants
-        rungs = strategy.rungs(repeats)
-        for r, target in enumerate(rungs):
-            measure_until(alive, target, ex)
-            ranked = sorted((v for v in alive if v.value is not None), key=lambda v: v.value)
-            if r + 1 < len(rungs):
-                alive = strategy.keep(ranked, r)
+    try:
+        with _executor_of(executor) as ex:
+            alive = variants
+            rungs = strategy.rungs(repeats)
+            for r, target in enumerate(rungs):
+                measure_until(alive, target, ex)
+                ranked = sorted((v for v in alive if v.value is not None), key=lambda v: v.value)
+                if r + 1 < len(rungs):
+                    alive = strategy.keep(ranked, r)
+    finally:
+        forget(payload)
 
     def build_best(v: VariantResult):
         from .runner import _materialize
 
         art = v.artifact
         if art is None:
-            rec = build_variant(payload or _dumps((source, args, params_list), False), v.index, v.key, False)
+            rec = build_problem_variant((source, args, params_list), v.index, v.key, False)
             if rec["status"] != "built":
                 raise RuntimeError(f"tuning {label}: the best variant no longer builds: {rec['error']}")
             art = rec["artifact"]
@@ -268,6 +276,6 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
 
     name = type(strategy).__name__ if isinstance(strategy, Exhaustive) else repr(strategy)
     result = TuneResult(label, obj, variants, len(params_list), name, time.perf_counter() - t_start,
-                        Path(results_file) if results_file is not None else None, build_best)
+                        Path(results_file) if results_file is not None else None, build_best, repeats)
     bar.message(result.summary())
     return result
