@@ -278,3 +278,21 @@ def test_objectives():
 
     assert isinstance(objective_of(None), WallTime) and isinstance(objective_of("gemmini_cycles"), GemminiCycles)
     assert WallTime().format(0.0021) == "2.100 ms" and GemminiCycles().format(1234.0) == "1234 cycles"
+
+
+def test_tune_matmul_sample_quick(tmp_path):
+    import re
+    import subprocess
+
+    repo = os.path.dirname(HERE)
+    env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=repo)
+    p = subprocess.run([sys.executable, os.path.join(repo, "samples", "tune_matmul.py"), "--quick", "--table",
+                        "--results", str(tmp_path / "r.jsonl")], cwd=repo, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    assert re.search(r"sgemm 128x128x128, 1 thread\(s\): 5 of 5 variants measured \(Exhaustive\), 5 ok, 0 failed", out)
+    best = re.search(r"best: +NC=\d+ KC=128 MC=\d+ MR=\d+ NR=64 pack_a=\w+ +[\d.]+ us +[\d.]+ GFLOP/s", out)
+    formula = re.search(r"formula: +NC=256 KC=128 MC=96 MR=6 NR=64 pack_a=False .*\(best / formula: ([\d.]+)x\)", out)
+    assert best and formula and float(formula.group(1)) >= 1.0, out
+    assert "tuning sgemm_128x128x128_t1: measuring, round 2 of 2" in p.stderr

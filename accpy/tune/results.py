@@ -138,6 +138,8 @@ class TuneResult:
         self.results_file = results_file
         self._build_best = build_best
         self._best_function = None
+        #: the `baseline` entry's variant (measured in full), or None
+        self.baseline: Optional[VariantResult] = None
 
     @property
     def ranked(self) -> list:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import hashlib
 import inspect
 import itertools
@@ -72,6 +73,8 @@ def _grid_of(grid) -> list:
 
 
 def _label_of(source) -> str:
+    if isinstance(source, functools.partial):
+        return _label_of(source.func)
     if inspect.isfunction(source) or inspect.ismethod(source):
         return source.__qualname__
     return type(source).__name__.lower()
@@ -81,10 +84,16 @@ def _fingerprint(source, args) -> str:
     """What names the tuning problem beyond its label: a plan function's source text, or a plan's
     target and argument signature (editing them invalidates stored results)."""
     if args is None:
+        bound = ""
+        if isinstance(source, functools.partial):  # the function's text and the values bound to it
+            bound = json.dumps([json_value(list(source.args)), {k: json_value(v) for k, v in source.keywords.items()}],
+                               sort_keys=True, default=str)
+            source = source.func
         try:
-            return hashlib.sha256(inspect.getsource(source).encode()).hexdigest()[:16]
+            text = inspect.getsource(source)
         except (TypeError, OSError):
-            return ""
+            text = ""
+        return hashlib.sha256((text + bound).encode()).hexdigest()[:16] if text or bound else ""
     sig = [getattr(source, "target", None) and source.target.describe()]
     for a in args:
         sig.append([str(getattr(a, k, "")) for k in ("name", "role", "element_type", "shape")])
@@ -122,7 +131,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
          repeats: int = 5, warmup: int = 1, min_time: float = 0.05, timeout: float = 60.0,
          check: bool = True, reference: Optional[Callable] = None, tolerance: float = 1e-4,
          data: Optional[Callable] = None, seed: int = 0, retry_failed: bool = False,
-         progress: bool = True) -> TuneResult:
+         baseline: Optional[dict] = None, progress: bool = True) -> TuneResult:
     """Measure the variants of a parameter grid and return them with the best one.
 
     source: a Plan (Schedule, Nest) using acc parameters, with `args` and a grid of
@@ -146,6 +155,8 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         picklable `reference(*arrays)` updating the outputs in place), floats within
         `tolerance` of the largest magnitude, integers exactly.
     data: a picklable `data(seed) -> values` for the arguments; default random arrays.
+    baseline: one grid entry (added to the grid if absent) that every search measures in
+        full, never pruned: today's choice, to compare the best with (`result.baseline`).
     """
     t_start = time.perf_counter()
     obj = objective_of(objective)
@@ -163,13 +174,27 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
     if grid is None:
         raise ValueError("grid: give the parameter values to try (e.g. acc.create_parameter_grid({...}))")
     params_list = _grid_of(grid)
+    base_index = None
+    if baseline is not None:
+        if not isinstance(baseline, dict):
+            raise ValueError(f"baseline: expected one grid entry (a dict), got {baseline!r}")
+        named = [{parameter_name(k): json_value(v) for k, v in p.items()} for p in params_list]
+        want = {parameter_name(k): json_value(v) for k, v in baseline.items()}
+        if want in named:
+            base_index = named.index(want)
+        else:
+            params_list.append(dict(baseline))
+            base_index = len(params_list) - 1
     label = label or _label_of(source)
     fingerprint = _fingerprint(source, None if is_function else args)
     strategy = strategy_of(search, len(params_list), seed)
     store = ResultsFile(results_file) if results_file is not None else None
     known = store.load() if store is not None else {}
     variants = []
-    for i in strategy.select(len(params_list)):
+    selected = strategy.select(len(params_list))
+    if base_index is not None and base_index not in selected:
+        selected = sorted(selected + [base_index])
+    for i in selected:
         p = params_list[i]
         values = {parameter_name(k): json_value(v) for k, v in p.items()}
         v = VariantResult(i, variant_key(label, fingerprint, values, obj.name), p, values)
@@ -260,6 +285,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
                 ranked = sorted((v for v in alive if v.value is not None), key=lambda v: v.value)
                 if r + 1 < len(rungs):
                     alive = strategy.keep(ranked, r)
+                    alive += [v for v in variants if v.index == base_index and all(v is not a for a in alive)]
     finally:
         forget(payload)
 
@@ -277,5 +303,6 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
     name = type(strategy).__name__ if isinstance(strategy, Exhaustive) else repr(strategy)
     result = TuneResult(label, obj, variants, len(params_list), name, time.perf_counter() - t_start,
                         Path(results_file) if results_file is not None else None, build_best, repeats)
+    result.baseline = next((v for v in variants if v.index == base_index), None)
     bar.message(result.summary())
     return result
