@@ -108,7 +108,7 @@ def test_plan_grid_exhaustive_results_file_and_rerun(tmp_path, capfd):
     table = r.table()
     assert table.splitlines()[0].split()[:4] == ["#", "P0", "P1", "seconds"] and len(table.splitlines()) == 6
     err = capfd.readouterr().err
-    assert "tuning plan: building [" in err and "measuring, round 3 of 3" in err
+    assert "tuning plan: building [" in err and "measuring, sample 3 of 3" in err
     # the default executor runs measurements one at a time on this machine
     events = _events(path)
     measured = [e for e in events if e["status"] == "ok"]
@@ -295,4 +295,4 @@ def test_tune_matmul_sample_quick(tmp_path):
     best = re.search(r"best: +NC=\d+ KC=128 MC=\d+ MR=\d+ NR=64 pack_a=\w+ +[\d.]+ us +[\d.]+ GFLOP/s", out)
     formula = re.search(r"formula: +NC=256 KC=128 MC=96 MR=6 NR=64 pack_a=False .*\(best / formula: ([\d.]+)x\)", out)
     assert best and formula and float(formula.group(1)) >= 1.0, out
-    assert "tuning sgemm_128x128x128_t1: measuring, round 2 of 2" in p.stderr
+    assert "tuning sgemm_128x128x128_t1: measuring, sample 2 of 2" in p.stderr

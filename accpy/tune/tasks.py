@@ -61,11 +61,16 @@ def _error_text(e: BaseException) -> str:
     return "".join(lines).strip()[-1500:]
 
 
+def is_plan_function(source) -> bool:
+    """True for a function of the parameters (not a Nest, Schedule or Plan)."""
+    return callable(source) and not hasattr(source, "create_plan") and not hasattr(source, "realize")
+
+
 def _plan_and_args(source, args, params: dict):
     """The variant's plan and arguments: source(**params) for a function, else the plan itself."""
     from ..nest.parameters import Parameter
 
-    if callable(source) and not hasattr(source, "create_plan") and not hasattr(source, "realize"):
+    if is_plan_function(source):
         made = source(**{(k.name if isinstance(k, Parameter) else k): v for k, v in params.items()})
         if isinstance(made, tuple) and len(made) == 2:
             return made[0], made[1], None

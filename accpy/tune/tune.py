@@ -25,7 +25,7 @@ from .objective import Objective, objective_of
 from .progress import Progress
 from .results import FAILED, ResultsFile, TuneResult, VariantResult, json_value, parameter_name, variant_key
 from .search import Exhaustive, Halving, strategy_of
-from .tasks import build_problem_variant, build_variant, forget, inherit, measure_variant
+from .tasks import build_problem_variant, build_variant, forget, inherit, is_plan_function, measure_variant
 
 
 def _is_dask_client(x) -> bool:
@@ -168,7 +168,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
             raise ValueError(f"{name}: expected a positive number, got {v!r}")
     if args is not None and not isinstance(args, (tuple, list)):
         raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
-    is_function = callable(source) and not hasattr(source, "create_plan") and not hasattr(source, "realize")
+    is_function = is_plan_function(source)
     if not is_function and args is None:
         raise ValueError("args: tuning a plan needs its arguments, e.g. args=(A, B, C)")
     if grid is None:
@@ -244,7 +244,6 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
             bar.update(done)
 
     def measure_until(vs: list, target: int, ex) -> None:
-        rounds = 0
         while True:
             need = [v for v in vs if not v.failed and len(v.samples) < target]
             if not need:
@@ -252,8 +251,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
             build(need, ex)
             need = [v for v in need if not v.failed]
             order.shuffle(need)  # a new order every round: drift does not favour early or late variants
-            rounds += 1
-            bar.start(f"measuring, round {rounds} of {target}", len(need))
+            bar.start(f"measuring, sample {min(len(v.samples) for v in need) + 1} of {target}", len(need))
             futs = {}
             for v in need:
                 checking = check and not v.checked  # each variant is checked once, on its first measurement
