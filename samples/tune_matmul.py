@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     if args.dask:
         from distributed import Client, LocalCluster
 
-        executor = Client(LocalCluster(n_workers=1, threads_per_worker=os.cpu_count() or 1, processes=False)
+        executor = Client(LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, dashboard_address=None)
                           if args.dask == "local" else args.dask)
     try:
         for size in args.sizes.split(","):

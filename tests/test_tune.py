@@ -190,6 +190,21 @@ def test_dask_local_cluster(tmp_path):
     assert (c == 64).all()
 
 
+def test_dask_worker_processes_get_a_partial_of_a_test_function(tmp_path):
+    # worker processes cannot import this test module: the function travels by value
+    import functools
+
+    distributed = pytest.importorskip("distributed", reason="the dask extra (pip install 'accpy[dask]')")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as client:
+        r = acc.tune(functools.partial(tiled, bad=False), grid={"ti": [4, 16]}, executor=client, repeats=1,
+                     progress=False, results_file=tmp_path / "r.jsonl")
+        assert r.label == "tiled" and [v.status for v in r.variants] == ["ok", "ok"]
+        pid = client.run(os.getpid)
+    assert os.getpid() not in pid.values()
+    assert {e["worker"] for e in _events(tmp_path / "r.jsonl")} == set(pid)
+
+
 def gemmini_blocks(Mb: int, Nb: int, Kb: int):
     from gemmini_matmul import matmul_plan
 

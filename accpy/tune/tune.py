@@ -100,6 +100,17 @@ def _fingerprint(source, args) -> str:
     return hashlib.sha256(json.dumps(sig, default=str).encode()).hexdigest()[:16]
 
 
+def _installed(mod) -> bool:
+    """True for accpy and modules of the standard library or installed packages (workers have them)."""
+    import sysconfig
+
+    f = getattr(mod, "__file__", None)
+    if f is None or mod.__name__.split(".")[0] == "accpy":
+        return True
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(os.path.abspath(f).startswith(os.path.abspath(r) + os.sep) for r in roots)
+
+
 def _dumps(obj, dask: bool) -> bytes:
     """Pickle the tuning problem; cloudpickle (when present) also takes closures and lambdas."""
     try:
@@ -110,9 +121,10 @@ def _dumps(obj, dask: bool) -> bytes:
         if cloudpickle is None:
             return pickle.dumps(obj)
         src = obj[0]
+        while isinstance(src, functools.partial):
+            src = src.func
         mod = inspect.getmodule(src) if callable(src) else None
-        by_value = dask and mod is not None and mod.__name__ not in ("__main__",) and \
-            not mod.__name__.startswith("accpy") and "site-packages" not in str(getattr(mod, "__file__", ""))
+        by_value = dask and mod is not None and mod.__name__ != "__main__" and not _installed(mod)
         if by_value:  # Dask workers may not be able to import the user's script
             cloudpickle.register_pickle_by_value(mod)
         try:
