@@ -255,6 +255,15 @@ def test_halving_run_measures_survivors_more(tmp_path):
     again = acc.tune(tiled, grid=grid, search=Halving(fraction=0.5, eta=2, seed=3, min_variants=4), repeats=4,
                      progress=False)
     assert [v.values for v in again.variants] == [v.values for v in r.variants]
+    # a rerun replays the pruning from the stored samples, even when the survivor's later samples
+    # (say, taken on a busier machine) would rank it last: nothing is measured again
+    path = tmp_path / "r.jsonl"
+    n = len(_events(path))
+    ResultsFile(path).append({"key": r.best.key, "status": "ok", "samples": [1.0] * 5})
+    rerun = acc.tune(tiled, grid=grid, search=Halving(fraction=0.5, eta=2, seed=3, min_variants=4), repeats=4,
+                     progress=False, results_file=path)
+    assert len(_events(path)) == n + 1
+    assert [len(v.samples) for v in rerun.ranked] == [9, 2, 1, 1] and rerun.best.key == r.best.key
 
 
 def test_bad_arguments_name_the_argument():

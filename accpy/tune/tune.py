@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import random
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -292,7 +293,10 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
             rungs = strategy.rungs(repeats)
             for r, target in enumerate(rungs):
                 measure_until(alive, target, ex)
-                ranked = sorted((v for v in alive if v.value is not None), key=lambda v: v.value)
+                # each rung decides on the samples its rung asked for (a rerun with more samples
+                # stored, e.g. from later rungs, replays the same decisions)
+                ranked = sorted((v for v in alive if v.value is not None),
+                                key=lambda v: statistics.median(v.samples[:target]))
                 if r + 1 < len(rungs):
                     alive = strategy.keep(ranked, r)
                     alive += [v for v in variants if v.index == base_index and all(v is not a for a in alive)]
