@@ -320,3 +320,29 @@ def test_tune_matmul_sample_quick(tmp_path):
     formula = re.search(r"formula: +NC=256 KC=128 MC=96 MR=6 NR=64 pack_a=False .*\(best / formula: ([\d.]+)x\)", out)
     assert best and formula and float(formula.group(1)) >= 1.0, out
     assert "tuning sgemm_128x128x128_t1: measuring, sample 2 of 2" in p.stderr
+
+
+def _child_leaves_runner(runner):
+    # in a forked worker: the parent's measuring process is not this process's to use or stop
+    if runner.owned:
+        os._exit(3)
+    runner.stop()
+    os._exit(0)
+
+
+def test_forked_worker_neither_uses_nor_stops_the_parents_measuring_process():
+    import multiprocessing
+
+    from accpy.tune.runner import Runner
+
+    r = Runner()
+    proc = r._start()
+    child = multiprocessing.get_context("fork").Process(target=_child_leaves_runner, args=(r,))
+    child.start()
+    child.join(60)
+    try:
+        assert child.exitcode == 0 and proc.poll() is None
+        assert r.request({"op": "nothing"}, 30) == {"error": "KeyError: 'variant'"}  # still answering
+    finally:
+        r.stop()
+    assert proc.poll() is not None

@@ -72,6 +72,11 @@ class Runner:
     def __init__(self):
         self._proc: Optional[subprocess.Popen] = None
         self._stderr = None
+        self._owner = os.getpid()  # a forked child inherits this object, not the right to use it
+
+    @property
+    def owned(self) -> bool:
+        return os.getpid() == self._owner
 
     def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
@@ -123,7 +128,7 @@ class Runner:
         return f"the measuring process died ({what})" + (f": {text}" if text else "")
 
     def stop(self) -> None:
-        if self._proc is not None:
+        if self._proc is not None and self.owned:
             self._proc.kill()
             self._proc.wait()
             for f in (self._proc.stdin, self._proc.stdout):
@@ -140,7 +145,7 @@ class Runner:
 
 # -- the measuring process -----------------------------------------------------------------------
 
-def _materialize(artifact: dict):
+def load_artifact(artifact: dict):
     """The artifact's package, loaded (files written into the build cache once)."""
     from ..package.loader import load
     from ..package.paths import cache_dir
@@ -168,7 +173,7 @@ class _State:
     def package(self, artifact: dict):
         pkg = self.packages.get(artifact["key"])
         if pkg is None:
-            pkg = self.packages[artifact["key"]] = _materialize(artifact)
+            pkg = self.packages[artifact["key"]] = load_artifact(artifact)
         return pkg
 
     def inputs_for(self, specs: list, seed: int, data) -> list:

@@ -154,7 +154,7 @@ def measure_variant(artifact: dict, job: dict) -> dict:
     global _RUNNER
     out = {"key": artifact["variant"], **where()}
     with _RUNNER_LOCK, host_lock():
-        if _RUNNER is None:
+        if _RUNNER is None or not _RUNNER.owned:  # (a forked worker starts its own measuring process)
             _RUNNER = Runner()
         t0 = time.time()
         try:

@@ -304,7 +304,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         forget(payload)
 
     def build_best(v: VariantResult):
-        from .runner import _materialize
+        from .runner import load_artifact
 
         art = v.artifact
         if art is None:
@@ -312,7 +312,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
             if rec["status"] != "built":
                 raise RuntimeError(f"tuning {label}: the best variant no longer builds: {rec['error']}")
             art = rec["artifact"]
-        return getattr(_materialize(art), art["function"])
+        return getattr(load_artifact(art), art["function"])
 
     name = type(strategy).__name__ if isinstance(strategy, Exhaustive) else repr(strategy)
     result = TuneResult(label, obj, variants, len(params_list), name, time.perf_counter() - t_start,
