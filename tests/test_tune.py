@@ -17,9 +17,6 @@ from accpy.tune.results import ResultsFile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "samples"))
 
-pytestmark = pytest.mark.avx512  # the host plans are built for (and run on) this AVX-512 machine
-
-
 def _matmul(M=64, N=64, K=64):
     A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
     B = acc.Array(role=acc.Role.INPUT, shape=(K, N), name="B")
