@@ -146,6 +146,21 @@ def test_default_reference_checks_every_variant_once(tmp_path):
     assert sorted(e["params"]["ti"] for e in checked) == [4, 16]  # once each, not on every sample
 
 
+def ones_and_twos(seed):
+    return [np.ones((64, 64), np.float32), np.full((64, 64), 2, np.float32), np.zeros((64, 64), np.float32)]
+
+
+def all_128(a, b, c):
+    c[...] = 128  # right for A = 1, B = 2, C = 0 (K = 64) only
+
+
+def test_data_function_gives_the_arguments(tmp_path):
+    ok = acc.tune(tiled, grid={"ti": [4]}, data=ones_and_twos, reference=all_128, repeats=1, progress=False)
+    assert ok.variants[0].status == "ok"
+    wrong = acc.tune(tiled, grid={"ti": [4]}, reference=all_128, repeats=1, progress=False)  # random data
+    assert wrong.variants[0].status == "wrong"
+
+
 def test_timeout_is_recorded_and_the_rest_is_measured(tmp_path):
     t0 = time.perf_counter()
     r = acc.tune(repeated_axpy, grid={"R": [4, 10**9]}, check=False, timeout=3.0, repeats=2, progress=False,
