@@ -1,0 +1,187 @@
+"""The work an executor runs: build one variant; check and measure one variant (one host at a time).
+
+Both are plain module-level functions of picklable arguments, so any
+`concurrent.futures.Executor` (local processes, Dask workers) can run them. Builds run in
+parallel. Measurements hold a lock per host (a file lock named after the host name, so every
+worker process and thread on one machine shares it): two measurements never overlap on one
+machine, whatever executor runs them.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pickle
+import socket
+import tempfile
+import threading
+import time
+import traceback
+from typing import Optional
+
+from .runner import Runner, RunnerCrashed, RunnerTimeout
+
+# accpy's parameter values are process state: builds in threads of one process take turns
+_BUILD_LOCK = threading.Lock()
+_RUNNER_LOCK = threading.Lock()
+_RUNNER: Optional[Runner] = None
+
+
+def host_name() -> str:
+    return socket.gethostname()
+
+
+def where() -> dict:
+    """The machine (and, on a Dask cluster, the worker) running this task."""
+    out = {"host": host_name()}
+    try:
+        from distributed import get_worker
+
+        out["worker"] = get_worker().address
+    except (ImportError, ValueError):
+        pass
+    return out
+
+
+@contextlib.contextmanager
+def host_lock():
+    """Exclusive use of this machine for measuring (held across processes and threads)."""
+    path = os.path.join(tempfile.gettempdir(), f"accpy-tune-{host_name()}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # flock: per open file, so threads of one process exclude each other too
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _error_text(e: BaseException) -> str:
+    lines = traceback.format_exception_only(type(e), e)
+    return "".join(lines).strip()[-1500:]
+
+
+def is_plan_function(source) -> bool:
+    """True for a function of the parameters (not a Nest, Schedule or Plan)."""
+    return callable(source) and not hasattr(source, "create_plan") and not hasattr(source, "realize")
+
+
+def _plan_and_args(source, args, params: dict):
+    """The variant's plan and arguments: source(**params) for a function, else the plan itself."""
+    from ..nest.parameters import Parameter
+
+    if is_plan_function(source):
+        made = source(**{(k.name if isinstance(k, Parameter) else k): v for k, v in params.items()})
+        if isinstance(made, tuple) and len(made) == 2:
+            return made[0], made[1], None
+        if args is None:
+            raise ValueError("source: the function returned a plan without its arguments; return (plan, args) "
+                             "or pass args=")
+        return made, args, None
+    return source, args, params
+
+
+def _artifact(lib, key: str, function: str, infos) -> dict:
+    from .data import argument_specs
+
+    import hashlib
+
+    hat, so = lib.files["hat"].read_text(), lib.files["shared"].read_bytes()
+    # named by content: a measuring process never confuses two builds of one variant
+    digest = hashlib.sha256(hat.encode() + so).hexdigest()[:24]
+    return {"key": digest, "variant": key, "name": lib.name, "function": function, "hat": hat, "lib": so,
+            "lib_file": lib.files["shared"].name, "args": argument_specs(infos)}
+
+
+# tuning problems handed to forked worker processes without pickling (see `inherit`)
+_INHERITED: dict = {}
+
+
+def inherit(problem: tuple) -> str:
+    """Keep `problem` in this process under a token: processes forked after this see it (no pickling)."""
+    token = f"inherited:{os.getpid()}:{len(_INHERITED)}"
+    _INHERITED[token] = problem
+    return token
+
+
+def forget(token) -> None:
+    _INHERITED.pop(token, None)
+
+
+def build_variant(payload, index: int, key: str, want_reference: bool) -> dict:
+    """Build variant `index` of the tuning problem (source, args, grid), given pickled or as an
+    `inherit` token; returns its artifacts or the error."""
+    problem = _INHERITED[payload] if isinstance(payload, str) else pickle.loads(payload)
+    return build_problem_variant(problem, index, key, want_reference)
+
+
+def build_problem_variant(problem: tuple, index: int, key: str, want_reference: bool) -> dict:
+    from ..package.package import Package
+    from ..package.paths import cache_dir
+
+    t0 = time.perf_counter()
+    rec = {"key": key, **where()}
+    try:
+        source, args, grid = problem
+        params = grid[index]
+        with _BUILD_LOCK:
+            plan, fargs, pkg_params = _plan_and_args(source, args, params)
+            out = cache_dir() / "tune" / "build"
+            pkg = Package()
+            fn = pkg.add(plan, args=fargs, base_name="variant", parameters=pkg_params)
+            lib = pkg.build(f"v{key}", output_dir=out / key, python_module=False, progress=False)
+            rec["artifact"] = _artifact(lib, key, fn.name, fn.infos)
+            if want_reference:
+                # the same logic in its default order, on the host CPU: the oracle of the check
+                ref = Package()
+                default = fn.plan.schedule.default_schedule()
+                rfn = ref.add(default, args=fargs, base_name="reference", parameters=pkg_params)
+                rlib = ref.build(f"r{key}", output_dir=out / key, python_module=False, progress=False)
+                rec["reference"] = _artifact(rlib, key, rfn.name, rfn.infos)
+    except Exception as e:  # recorded with the variant, not fatal to the tuning
+        rec.update(status="build_error", error=_error_text(e))
+        return rec
+    rec.update(status="built", build_seconds=round(time.perf_counter() - t0, 3))
+    return rec
+
+
+def measure_variant(artifact: dict, job: dict) -> dict:
+    """Check (if asked) and measure one variant in this host's measuring process, holding the host lock.
+
+    job: objective, samples, warmup, calls, min_time, timeout, seed, data, tolerance,
+    reference (an artifact, a picklable callable, or None for no check).
+    """
+    global _RUNNER
+    out = {"key": artifact["variant"], **where()}
+    with _RUNNER_LOCK, host_lock():
+        if _RUNNER is None or not _RUNNER.owned:  # (a forked worker starts its own measuring process)
+            _RUNNER = Runner()
+        t0 = time.time()
+        try:
+            common = {"variant": artifact, "seed": job["seed"], "data": job["data"]}
+            expected = None
+            if job.get("reference") is not None:
+                r = _RUNNER.request({"op": "reference", "reference": job["reference"], **common},
+                                    job["reference_timeout"])
+                if "error" in r:
+                    return {**out, "status": "error", "error": f"the reference failed: {r['error']}",
+                            "interval": (t0, time.time())}
+                expected = r["expected_key"]
+            reply = _RUNNER.request({"op": "measure", "expected_key": expected, "objective": job["objective"],
+                                     "samples": job["samples"], "warmup": job["warmup"], "calls": job["calls"],
+                                     "min_time": job["min_time"], "tolerance": job["tolerance"], **common},
+                                    job["timeout"])
+        except RunnerTimeout as e:
+            reply = {"status": "timeout", "error": str(e)}
+        except RunnerCrashed as e:
+            reply = {"status": "crashed", "error": str(e)}
+        out["interval"] = (t0, time.time())
+    if "status" in reply:
+        out.update(reply)
+    elif "error" in reply:
+        out.update(status="error", error=reply["error"])
+    elif reply.get("wrong"):
+        out.update(status="wrong", error=reply["wrong"])
+    else:
+        out.update(status="ok", samples=reply["samples"], calls=reply["calls"], details=reply["details"])
+    return out
