@@ -163,6 +163,32 @@ def test_transpose_vectorized_along_its_innermost_index_scatters(tmp_path):
     assert "vscatterdps" in disassembly(so)
 
 
+@pytest.mark.avx512
+def test_a_last_major_array_along_its_last_dimension_is_gathered(tmp_path):
+    A = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(8, 20), layout=acc.Array.Layout.LAST_MAJOR,
+                  name="Acol")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(8, 20), name="C")
+    nest = acc.Nest(shape=(8, 20))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, j]
+
+    plan = nest.create_plan(AVX512)
+    plan.vectorize(j)
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, C), base_name="f")
+    lib = pkg.build("f", output_dir=str(tmp_path), python_module=False)
+    rng = np.random.default_rng(1)
+    a = np.asfortranarray(rng.uniform(-1, 1, (8, 20)).astype(np.float32))
+    c = rng.uniform(-1, 1, (8, 20)).astype(np.float32)
+    want = c + a
+    lib.f(a, c)
+    np.testing.assert_allclose(c, want, rtol=1e-6)
+    assert "_mm512_i32gather_ps" in plan.emit_c("f", (A, C))
+
+
 def test_strided_lanes_without_gathers_are_refused_on_avx2(tmp_path):
     s, args, nest, x = transpose()
     plan = s.create_plan(AVX2)
