@@ -331,8 +331,8 @@ def test_an_inner_loop_whose_extent_depends_on_the_vector_index_is_refused_at_bu
     plan.vectorize(i)
     pkg = acc.Package()
     pkg.add(plan, args=(A,), base_name="f")
-    with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): the loop over j inside it runs a number of "
-                                                r"iterations that is not a compile-time constant"):
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): the loop over j is inside it and runs a "
+                                                r"number of iterations that is not a compile-time constant"):
         pkg.build("f", output_dir=str(tmp_path), python_module=False)
 
 

@@ -66,9 +66,9 @@ class _UnrollAll(Mutator):
     def visit_For(self, f: For):
         trip = to_affine(simplify(BinOp("sub", f.hi, f.lo, ScalarType.index)))
         if trip is None or not trip.is_const:
-            raise ScheduleError(f"{self.what}: the loop over {f.var.name} inside it runs a number of "
+            raise ScheduleError(f"{self.what}: the loop over {f.var.name} is inside it and runs a number of "
                                 f"iterations that is not a compile-time constant; the loops inside a "
-                                f"vectorized loop are unrolled, so their extents must be constants")
+                                f"vectorized loop are unrolled, so their trip counts must be constants")
         n = max(trip.const, 0)
         self.copies += n
         if self.copies > MAX_UNROLLED_COPIES:

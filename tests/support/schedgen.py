@@ -1607,24 +1607,24 @@ class _Mem:
     def st(self, idx, v):
         self.flat[self._offset(idx)] = v
 
-    def _lane(self, base, lane):
-        off = base + lane
+    def _lane(self, base, lane, stride=1):
+        off = base + lane * stride
         if not 0 <= off < self.flat.size:
             raise OutOfBounds(f"vector lane {lane} of {self.name} at element offset {off} is out of bounds "
                               f"(size {self.flat.size})")
         return off
 
-    def vld(self, idx, lanes, count):
+    def vld(self, idx, lanes, count, stride=1):
         base = self._offset(idx)
         n = lanes if count is None else count
         z = self.flat.dtype.type(0)
-        return [self.flat[self._lane(base, l)] if l < n else z for l in range(lanes)]
+        return [self.flat[self._lane(base, l, stride)] if l < n else z for l in range(lanes)]
 
-    def vst(self, idx, values, lanes, count):
+    def vst(self, idx, values, lanes, count, stride=1):
         base = self._offset(idx)
         n = lanes if count is None else count
         for l in range(n):
-            self.flat[self._lane(base, l)] = values[l]
+            self.flat[self._lane(base, l, stride)] = values[l]
 
 
 def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
@@ -1667,7 +1667,7 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
                 return f"{self.buf(e.buffer)}.ld({self.sub(e.indices)})"
             if isinstance(e, V.VLoad):
                 cnt = "None" if e.count is None else self.index(e.count)
-                return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt})"
+                return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt}, {e.stride})"
             if isinstance(e, V.Broadcast):
                 return f"[{self.expr(e.value)}] * {e.lanes}"
             if isinstance(e, V.VVar):
@@ -1735,7 +1735,8 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
             lines.append(f"{pad}{g.vvar(s.var)} = {g.expr(s.value)}")
         elif isinstance(s, V.VStore):
             cnt = "None" if s.count is None else g.index(s.count)
-            lines.append(f"{pad}{g.buf(s.buffer)}.vst({g.sub(s.indices)}, {g.expr(s.value)}, {s.lanes}, {cnt})")
+            lines.append(f"{pad}{g.buf(s.buffer)}.vst({g.sub(s.indices)}, {g.expr(s.value)}, {s.lanes}, {cnt}, "
+                         f"{s.stride})")
         elif isinstance(s, Comment):
             lines.append(f"{pad}pass  # {s.text}")
         elif isinstance(s, Evaluate):
