@@ -14,7 +14,9 @@ Illegal requests raise when `vectorize` / `kernelize` is called, naming the inde
 """
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +96,19 @@ def test_matmul_micro_kernel_vectorizes_the_subtree_of_jj(tmp_path):
     assert "_mm512_mask_storeu_ps" in body  # the 8-column tail stays on the vector path
     assert "for (int64_t ii" not in body and "for (int64_t jj" not in body
     assert "gather" not in body and "scatter" not in body  # every access is contiguous or a broadcast
+
+
+@pytest.mark.avx512
+def test_matmul_micro_kernel_keeps_its_c_tile_in_registers(tmp_path):
+    """With C cached at k (a 4 x 16 tile per (i, j)), the tile's every access in the vectorized
+    subtree is a whole vector at a constant offset: it lives in four zmm accumulators."""
+    s, args, nest, x = matmul_kernel(M=12, N=32, K=20)
+    plan = s.create_plan(AVX512)
+    plan.cache(args[2], index=x["k"])
+    plan.kernelize(unroll_indices=(x["kk"],), vectorize_indices=(x["jj"], x["ii"]))
+    c, _ = build_and_check(plan, args, [nest], tmp_path)
+    assert all(f"__m512 C_cache_{off};" in c for off in (0, 16, 32, 48)), c
+    assert c.count("_mm512_fmadd_ps") == 16  # 4 rows x 4 unrolled kk per k
 
 
 @pytest.mark.avx512
@@ -352,3 +367,24 @@ def test_plan_repr_shows_its_annotations():
     assert "unrolled=(kk)" in r and "vectorized=(jj, ii)" in r, r
     assert "parallel=(i; policy=static, threads=" in r, r
     assert "cache=(B, index=kk, level=3, layout=FIRST_MAJOR)" in r, r
+
+
+# ------------------------------------------------------------------------------------------
+# the sample
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.avx512
+def test_the_vectorized_subtrees_sample(tmp_path):
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(repo))
+    p = subprocess.run([sys.executable, str(repo / "samples" / "vectorized_subtrees.py"), "--output-dir",
+                        str(tmp_path / "out")], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if "needs a CPU with AVX-512" in p.stdout:
+        pytest.skip("the CPU has no avx512bw")
+    for line in ("ok  matmul: C == numpy; instructions: vfmadd",
+                 "ok  transpose: C == numpy; instructions: vgatherdps",
+                 "ok  int16: C == numpy (exact); instructions: vpmaddwd"):
+        assert line in p.stdout, p.stdout
+    assert p.stdout.rstrip().endswith("PASS")
