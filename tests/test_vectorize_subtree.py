@@ -388,3 +388,22 @@ def test_the_vectorized_subtrees_sample(tmp_path):
                  "ok  int16: C == numpy (exact); instructions: vpmaddwd"):
         assert line in p.stdout, p.stdout
     assert p.stdout.rstrip().endswith("PASS")
+
+
+def test_plan_repr_of_a_plan_waiting_for_parameters_lists_its_calls():
+    P = acc.create_parameters()
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(16, 32), name="A")
+    nest = acc.Nest(shape=(16, 32))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i, j] += 1.0
+
+    s = nest.create_schedule()
+    jj = s.split(j, P)
+    plan = s.create_plan(AVX512)
+    plan.vectorize(jj)
+    plan.cache(A, index=jj)
+    assert repr(plan) == (f"Plan(target={AVX512.name}, order=known when the parameters have values, "
+                          f"waiting for parameters=[vectorize(jj); cache(A, index=jj)])")

@@ -393,8 +393,13 @@ class Plan:
     def __repr__(self) -> str:
         """The schedule's loop order and every annotation: unrolled / vectorized / parallel
         indices, caches with their levels, tensorize requests, calls waiting for parameters."""
-        order = ", ".join(d.index.name for d in self._schedule.space.dims)
-        parts = [f"target={self._target.name}", f"order=({order})"]
+        from ..nest.parameters import UnresolvedParameter
+
+        try:
+            order = "(" + ", ".join(d.index.name for d in self._schedule.space.dims) + ")"
+        except UnresolvedParameter:
+            order = "known when the parameters have values"
+        parts = [f"target={self._target.name}", f"order={order}"]
         for kind in ("unrolled", "vectorized"):
             names = [ix.name for ix, k in self._kinds if k == kind]
             if names:
@@ -407,7 +412,11 @@ class Plan:
         for ixs, intr in self._tensorized:
             parts.append(f"tensorize=({', '.join(ix.name for ix in ixs)}; {intr.name})")
         if self._waiting:
-            parts.append(f"waiting for parameters: {', '.join(op for op, _, _, _ in self._commands)}")
+            # nothing was applied: the calls are replayed once the parameters have values
+            calls = [f"{op}({', '.join(_short(a) for a in args)}"
+                     f"{''.join(f', {k}={_short(v)}' for k, v in kwargs.items() if v is not None and v is not False)})"
+                     for op, args, kwargs, _ in self._commands]
+            parts.append(f"waiting for parameters=[{'; '.join(calls)}]")
         return f"Plan({', '.join(parts)})"
 
     def tensorize_requests(self) -> list:
@@ -443,6 +452,14 @@ class Plan:
         from ..lower import lower_function
 
         return emit_function(lower_function(self, name, args))
+
+
+def _short(x) -> str:
+    """An argument of a recorded plan call, by name where it has one."""
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(_short(v) for v in x) + ")"
+    name = getattr(x, "name", None)
+    return name if isinstance(name, str) else repr(x)
 
 
 def _describe_cache(c) -> str:
