@@ -407,3 +407,16 @@ def test_plan_repr_of_a_plan_waiting_for_parameters_lists_its_calls():
     plan.cache(A, index=jj)
     assert repr(plan) == (f"Plan(target={AVX512.name}, order=known when the parameters have values, "
                           f"waiting for parameters=[vectorize(jj); cache(A, index=jj)])")
+
+
+def test_the_property_tests_ir_interpreter_reads_strided_lanes():
+    """The Python interpreter of lowered plans (tests/support) follows a gather's stride."""
+    from support import schedgen as sg
+
+    m = sg._Mem(np.arange(12, dtype=np.float32), (12,), (1,), "A")
+    assert m.vld((1,), 4, None, 3) == [1, 4, 7, 10]
+    assert m.vld((1,), 4, 2, 3) == [1, 4, 0, 0]
+    with pytest.raises(sg.OutOfBounds, match="vector lane 3 of A"):
+        m.vld((3,), 4, None, 3)  # lane 3 at element 12
+    m.vst((0,), [-1, -2, -3, -4], 4, 3, 4)
+    assert list(m.flat[[0, 4, 8]]) == [-1, -2, -3] and m.flat[12 - 1] == 11
