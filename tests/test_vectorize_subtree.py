@@ -420,3 +420,30 @@ def test_the_property_tests_ir_interpreter_reads_strided_lanes():
         m.vld((3,), 4, None, 3)  # lane 3 at element 12
     m.vst((0,), [-1, -2, -3, -4], 4, 3, 4)
     assert list(m.flat[[0, 4, 8]]) == [-1, -2, -3] and m.flat[12 - 1] == 11
+
+
+@pytest.mark.avx512
+def test_kernelize_is_all_or_nothing_and_inner_vector_indices_join_the_outer_subtree(tmp_path):
+    """An index inside a vectorized one is unrolled in its subtree: its own lanes, which would
+    depend on each other here (A[i + 1, j] reads A[i, j]), are never formed."""
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(9, 16), name="A")
+    nest = acc.Nest(shape=(8, 16))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i + 1, j] += A[i, j]
+
+    s = nest.create_schedule()
+    s.reorder(j, i)
+    plan = s.create_plan(AVX512)
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): lanes of the vector loop depend on each other"):
+        plan.kernelize(unroll_indices=(), vectorize_indices=i)
+    plan2 = nest.create_plan(AVX512)
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): lanes"):
+        plan2.kernelize(unroll_indices=(j,), vectorize_indices=i)  # i outermost: its lanes would race
+    assert not plan2.loop_annotations()  # j's unroll was undone
+    plan3 = s.create_plan(AVX512)
+    plan3.kernelize(unroll_indices=(), vectorize_indices=(i, j))  # j outer: lanes along j, i unrolled
+    assert "vectorized=(j, i)" in repr(plan3)
+    build_and_check(plan3, (A,), [nest], tmp_path)

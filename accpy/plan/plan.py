@@ -164,8 +164,14 @@ class Plan:
         if not self._target.has("avx2") and not self._target.has("avx512f"):
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
         space = self._schedule.space
-        self._check_vector_subtree(index)
-        check_vector(space, space.position(index), f"vectorize({index.name})", unsafe)
+        pos = space.position(index)
+        outer = [ix for ix, k in self._kinds if k == "vectorized" and ix is not index
+                 and space.position(ix) is not None and space.position(ix) < pos]
+        if not outer:
+            # inside an already vectorized loop the index is unrolled in that loop's subtree,
+            # whose checks cover it; its own lanes are never formed
+            self._check_vector_subtree(index)
+            check_vector(space, pos, f"vectorize({index.name})", unsafe)
         self._mark(index, "vectorized")
 
     def _check_vector_subtree(self, index) -> None:
@@ -188,7 +194,7 @@ class Plan:
                                  f"vectorize an inner index")
 
     def _kernelize(self, unroll_indices, vectorize_indices=None) -> None:
-        """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (default: the innermost index)."""
+        """See `kernelize`: all of it, or nothing when one of its steps is refused."""
         if not isinstance(unroll_indices, (list, tuple)):
             raise TypeError("unroll_indices: expected a sequence of indices")
         if vectorize_indices is None:
@@ -202,10 +208,17 @@ class Plan:
             self._dim_var(u)
         for v in vectorize_indices:
             self._dim_var(v)
-        for u in unroll_indices:
-            self._unroll(u)
-        for v in vectorize_indices:
-            self._vectorize(v)
+        kinds = list(self._kinds)
+        try:
+            for u in unroll_indices:
+                self._unroll(u)
+            # outermost first: the indices inside it are then part of its subtree
+            space = self._schedule.space
+            for v in sorted(vectorize_indices, key=space.position):
+                self._vectorize(v)
+        except Exception:
+            self._kinds = kinds  # a rejected call leaves the plan as it was
+            raise
 
     # -- parallelism ------------------------------------------------------------------------
     def _parallelize(self, indices, pin=None, policy: str = "static", max_threads=None, unsafe: bool = False) -> None:
