@@ -288,7 +288,8 @@ def _check_lane_independence(stores, lane, span):
     them a write) may not meet in different lanes. Iterations in one chunk are fewer than
     `span` apart (the vector width, or the trip count if smaller). Accesses that move with
     the loop: the same element in the same lane, elements at least `span` apart, or two
-    reductions with one operator (they commute). Accesses
+    reductions with one operator (they commute); with a stride c (gathers / scatters), elements
+    whose distance is not a multiple of c, or at least c * span. Accesses
     that do not move (reductions, after `_as_accumulation`): different elements, or the same
     element reduced by statements with the same operator; nothing else may read it.
     """
@@ -314,16 +315,13 @@ def _check_lane_independence(stores, lane, span):
             same = ix == iy or (d is not None and d.is_const and d.const == 0)
             apart = d is not None and d.is_const and d.const != 0
             if cx == cy and cx != 0:
-                # lanes c elements apart: another lane's element is d away with c | d, |d| < c * span
+                # lane l touches offset o + c*l: two accesses meet in different lanes of a chunk
+                # when d = c * (lane difference) with |d| < c * span. Reductions with one operator
+                # commute: each statement's vector update reads what the earlier ones wrote
+                # (e.g. U[j] += a; U[j - 1] += b, unrolled copies)
                 commute = wx and wy and rx is not None and (rx == ry or {rx, ry} == {"add", "sub"}) \
                     and rx != "div"
                 ok = same or (apart and (d.const % cx != 0 or abs(d.const) >= abs(cx) * span)) or commute
-            elif cx == cy == 1:
-                # reductions with one operator commute: each statement's vector update reads
-                # what the earlier ones wrote (e.g. U[j] += a; U[j - 1] += b, unrolled copies)
-                commute = wx and wy and rx is not None and (rx == ry or {rx, ry} == {"add", "sub"}) \
-                    and rx != "div"
-                ok = same or (apart and abs(d.const) >= span) or commute
             elif cx == cy == 0:
                 ok = apart or (same and wx and wy and rx == ry and rx is not None)
             else:
