@@ -447,3 +447,7 @@ def test_kernelize_is_all_or_nothing_and_inner_vector_indices_join_the_outer_sub
     plan3.kernelize(unroll_indices=(), vectorize_indices=(i, j))  # j outer: lanes along j, i unrolled
     assert "vectorized=(j, i)" in repr(plan3)
     build_and_check(plan3, (A,), [nest], tmp_path)
+    # unrolling j instead would give i lanes of its own: checked (and refused) then
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): lanes"):
+        plan3.unroll(j)
+    assert "vectorized=(j, i)" in repr(plan3)

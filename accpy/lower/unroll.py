@@ -4,6 +4,7 @@ Guarantees afterwards: every loop marked `unrolled` whose trip count is a compil
 constant is gone (its copies follow each other in order); loops marked with a skew's
 `unroll_loops_smaller_than` threshold are unrolled when their constant trip count is
 below it. A marked loop with a runtime trip count stays a loop with an unroll hint.
+`unroll_subtree` unrolls every loop inside a vectorized loop (for accpy/lower/vectorize.py).
 """
 from __future__ import annotations
 

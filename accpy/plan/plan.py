@@ -153,7 +153,19 @@ class Plan:
     def _unroll(self, index) -> None:
         """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
         self._dim_var(index)
+        was_vector = self._kind_of(index) == "vectorized"
+        kinds = list(self._kinds)
         self._mark(index, "unrolled")
+        if was_vector:
+            # vectorized indices inside it were part of its subtree; now they form their own lanes
+            space = self._schedule.space
+            try:
+                for ix, k in list(self._kinds):
+                    if k == "vectorized" and space.position(ix) > space.position(index):
+                        self._vectorize(ix)
+            except Exception:
+                self._kinds = kinds  # a rejected call leaves the plan as it was
+                raise
 
     def _vectorize(self, index, unsafe: bool = False) -> None:
         """See `vectorize`: the checks that need no lowering, then the mark."""

@@ -20,6 +20,8 @@ F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, S
 
 @dataclass(frozen=True)
 class VectorISA:
+    """One vector register shape (`lanes` x `dtype`) and the C templates of its operations."""
+
     name: str  # "avx512" | "avx2"
     dtype: ScalarType
     lanes: int

@@ -1168,8 +1168,8 @@ def minimize(case: Case, output_dir, what: Optional[str] = None, max_attempts: i
 #     layout, a wider element type, thrifty, double buffering, or a cache of an earlier
 #     cache at a lower level;
 #   * vectorize: an index along which every access is contiguous (one element apart in
-#     memory) or invariant, whose later indices all have small constant extents (they are
-#     unrolled, so the vectorized loop ends up innermost); the element type is int32 or
+#     memory) or invariant, whose later indices all have small constant extents (unrolled
+#     by request or as the vectorized loop's subtree); the element type is int32 or
 #     float32; sometimes with an AVX2 target instead of the host's;
 #   * unroll: one or two of the last indices with a small constant extent;
 #   * parallelize: one or two contiguous outer indices that every written element moves
@@ -1466,8 +1466,9 @@ def _draw_vectorize(ch, state) -> Optional[str]:
     if not candidates:
         return None
     k = ch.choice(candidates)
-    for name, _, _ in dims[k + 1:]:
-        _try_apply(state, Step("unroll", (Ref(name),), target="plan"))
+    if ch.chance(0.5):  # else they are unrolled as the vectorized loop's subtree
+        for name, _, _ in dims[k + 1:]:
+            _try_apply(state, Step("unroll", (Ref(name),), target="plan"))
     name = dims[k][0]
     return name if _try_apply(state, Step("vectorize", (Ref(name),), target="plan")) else None
 
