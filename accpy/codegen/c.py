@@ -296,9 +296,10 @@ class CEmitter:
     def e_VLoad(self, e) -> str:
         isa = self._isa(e.buffer.dtype, e.lanes)
         p = self._addr(e.buffer, e.indices)
+        op = "load" if e.stride == 1 else "gather"  # a gather's template takes the stride {s}
         if e.count is None:
-            return self._fill(isa, "load", p=p)
-        return self._fill(isa, "mload", p=p, m=self._fill(isa, "mask", n=self.expr(e.count)))
+            return self._fill(isa, op, p=p, s=e.stride)
+        return self._fill(isa, "m" + op, p=p, s=e.stride, m=self._fill(isa, "mask", n=self.expr(e.count)))
 
     def e_Broadcast(self, e) -> str:
         return self._fill(self._isa(e.dtype, e.lanes), "set1", a=self.expr(e.value))
@@ -333,11 +334,12 @@ class CEmitter:
     def s_VStore(self, s, depth):
         isa = self._isa(s.buffer.dtype, s.lanes)
         p = self._addr(s.buffer, s.indices)
+        op = "store" if s.stride == 1 else "scatter"  # a scatter's template takes the stride {s}
         if s.count is None:
-            self.emit(self._fill(isa, "store", p=p, a=self.expr(s.value)) + ";", depth)
+            self.emit(self._fill(isa, op, p=p, s=s.stride, a=self.expr(s.value)) + ";", depth)
         else:
             m = self._fill(isa, "mask", n=self.expr(s.count))
-            self.emit(self._fill(isa, "mstore", p=p, m=m, a=self.expr(s.value)) + ";", depth)
+            self.emit(self._fill(isa, "m" + op, p=p, s=s.stride, m=m, a=self.expr(s.value)) + ";", depth)
 
     def s_VAssign(self, s, depth):
         self.emit(f"{self.expr(s.var)} = {self.expr(s.value)};", depth)

@@ -50,6 +50,7 @@ def _vector_expr_str(e, names) -> str:
 
     if isinstance(e, VLoad):
         m = f", count={expr_str(e.count, names)}" if e.count is not None else ""
+        m += f", stride={e.stride}" if e.stride != 1 else ""
         return f"vload{e.lanes}({e.buffer.name}[{', '.join(expr_str(i, names) for i in e.indices)}]{m})"
     if isinstance(e, Broadcast):
         return f"bcast{e.lanes}({expr_str(e.value, names)})"
@@ -108,6 +109,7 @@ def stmt_lines(s, names=None, indent: int = 0) -> list:
 
     if isinstance(s, VStore):
         m = f", count={expr_str(s.count, names)}" if s.count is not None else ""
+        m += f", stride={s.stride}" if s.stride != 1 else ""
         target = f"{s.buffer.name}[{', '.join(expr_str(i, names) for i in s.indices)}]"
         return [f"{pad}vstore{s.lanes}({target}{m}) = {expr_str(s.value, names)}"]
     if isinstance(s, VAssign):

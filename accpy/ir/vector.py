@@ -1,8 +1,9 @@
 """Vector nodes of the IR: what `vectorize` produces and the x86 intrinsic library emits.
 
-A vector has `lanes` elements of a scalar `dtype`. Memory accesses are contiguous from
-the element at `indices` (lane l at linear offset +l); `count` (when set) masks the
-access to its first `count` lanes, which is how tails stay on the vector path.
+A vector has `lanes` elements of a scalar `dtype`. Memory accesses start at the element
+at `indices`, lane l at linear offset +l*stride (stride 1: contiguous; any other constant:
+a gather or scatter); `count` (when set) masks the access to its first `count` lanes,
+which is how tails stay on the vector path.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class VLoad(VExpr):
     indices: tuple
     lanes: int
     count: Optional[Expr] = None  # masked: only the first `count` lanes are read (others are 0)
+    stride: int = 1  # elements between lanes (not 1: a gather)
 
     @property
     def dtype(self) -> ScalarType:  # type: ignore[override]
@@ -124,6 +126,7 @@ class VStore(Stmt):
     value: Expr
     lanes: int
     count: Optional[Expr] = None  # masked: only the first `count` lanes are written
+    stride: int = 1  # elements between lanes (not 1: a scatter; never 0)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def _slots(stmt, buf):
         def _vec(self, n):
             if n.buffer is buf:
                 off = _offset(buf, n.indices)
-                if off is None or slots.get(off, n.lanes) != n.lanes:
+                if off is None or n.stride != 1 or slots.get(off, n.lanes) != n.lanes:
                     ok[0] = False
                 else:
                     slots[off] = n.lanes

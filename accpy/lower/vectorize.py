@@ -1,13 +1,17 @@
 """Vectorize: turn loops marked `vectorized` into vector statements.
 
-A marked loop's body must be straight-line stores (inner loops unrolled). Its range is
-cut into chunks of the vector width; a remainder becomes one masked chunk, so tails stay
-on the vector path. Within a chunk, an access whose address moves by one element per
-iteration becomes a vector load/store, one that does not move becomes a broadcast, and
-anything else is rejected (no gathers). A store whose target does not move is a
+A marked loop's body may hold loops: the whole subtree is vectorized (as Accera does).
+Its inner loops are unrolled (their trip counts must be compile-time constants), and each
+statement instance of the unrolled body, in order, runs on all lanes of the marked loop.
+The range is cut into chunks of the vector width; a remainder becomes one masked chunk,
+so tails stay on the vector path. Within a chunk, an access whose address moves by one
+element per iteration becomes a vector load/store, one that does not move becomes a
+broadcast, and one that moves by another constant stride becomes a gather or scatter
+(AVX-512; elsewhere it is refused). A store whose target does not move is a
 reduction across the loop (`+=`, `-=`, `*=`, or an assignment such as
 `S[i] = max(S[i], A[i, j])`): it accumulates in a vector register and ends with a
-horizontal reduction.
+horizontal reduction. Two int32 accumulations of int16 products over adjacent pairs
+(`C[i] += int32(A[i, k]) * int32(B[i, k])`, k = 0, 1 unrolled) become one VPMADDWD.
 
 Guarantees afterwards: no loop of kind `vectorized` remains for element types the
 target's vector library covers; the lanes compute exactly the scalar iterations (float
@@ -25,6 +29,8 @@ from ..ir.types import ScalarType
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
 from ..ir.visitor import Mutator, Visitor, free_vars, substitute
 from ..targets.x86 import vector_isa_for
+from .simplify import simplify
+from .unroll import unroll_subtree
 
 MAX_UNROLLED_CHUNKS = 8
 
@@ -44,7 +50,10 @@ class _Vectorize(Mutator):
     def visit_For(self, f: For):
         if f.kind != "vectorized":
             return self.generic_visit(f)
+        # the subtree: inner loops (unrolled, vectorized or not) become statement copies
+        f = For(f.var, f.lo, f.hi, simplify(unroll_subtree(f.body, f"vectorize({f.var.name})")), f.kind, f.attrs)
         stores = _straight_line_stores(f)
+        stores = _pair_madds(stores, f.var, self.target)
         dtype = _vector_dtype(stores)
         isa = vector_isa_for(self.target, dtype) if dtype is not None else None
         if isa is None:
@@ -69,7 +78,7 @@ def _straight_line_stores(f: For) -> list:
             out.append(s)
         elif isinstance(s, For):
             raise ScheduleError(f"vectorize({f.var.name}): the loop over {s.var.name} is inside it; "
-                                f"only the innermost loop can be vectorized (unroll the inner loops)")
+                                f"it remains after unrolling the vectorized subtree (a compiler bug)")
         elif isinstance(s, If):
             raise ScheduleError(f"vectorize({f.var.name}): its body has a condition that depends on runtime "
                                 f"values; it cannot be vectorized")
@@ -87,6 +96,10 @@ def _vector_dtype(stores):
         def visit_Load(self, n):
             types.add(n.buffer.dtype)
             self.generic_visit(n)
+
+        def visit_Call(self, n):
+            if n.fn != MADD16:  # its int16 operands are loaded as pairs of the int32 lanes
+                self.generic_visit(n)
 
     for s in stores:
         types.add(s.buffer.dtype)
@@ -170,14 +183,25 @@ class _Chunk:
         c = _lane_coef(e.buffer, e.indices, self.lane)
         if c == 0:
             return e, False
-        if c != 1:
+        if c != 1 and not _strided_ok(self.isa, "gather", c):
             raise NotVectorizable(f"{e.buffer.name} is accessed with a stride of {c} elements along the "
-                                  f"loop (not contiguous; gathers are not generated)")
+                                  f"loop (not contiguous; {self.isa.name} {self.isa.dtype.name} has no gathers)")
         if e.buffer.dtype is not dtype:
             raise NotVectorizable(f"{e.buffer.name} ({e.buffer.dtype.name}) is loaded in a "
                                   f"{self.isa.dtype.name} vector loop")
         first = tuple(substitute(ix, {self.lane: self.base}) for ix in e.indices)
-        return VLoad(e.buffer, first, self.W, self.count), True
+        return VLoad(e.buffer, first, self.W, self.count, c), True
+
+    def madd16(self, e: Call):
+        """VPMADDWD: the int16 pairs (lane l reads elements 2l, 2l+1 from the first of each)."""
+        loads = []
+        for x in e.args:
+            if _lane_coef(x.buffer, x.indices, self.lane) != 2:
+                raise NotVectorizable(f"{x.buffer.name}: the int16 pairs are not contiguous along the loop")
+            first = tuple(substitute(ix, {self.lane: self.base}) for ix in x.indices)
+            count = None if self.count is None else idx_op("mul", Const(2), self.count)
+            loads.append(VLoad(x.buffer, first, 2 * self.W, count))
+        return VBinOp(MADD16, loads[0], loads[1], ScalarType.int32, self.W)
 
     def vec(self, e):
         """(expression, varies_per_lane)."""
@@ -213,6 +237,8 @@ class _Chunk:
                 raise NotVectorizable(f"`{e.op}` is not vectorized")
             self._need("neg")
             return VCall("neg", (a,), e.dtype, self.W), True
+        if isinstance(e, Call) and e.fn == MADD16:
+            return self.madd16(e), True
         if isinstance(e, Call):
             args = [self.vec(x) for x in e.args]
             if not any(v for _, v in args):
@@ -262,7 +288,8 @@ def _check_lane_independence(stores, lane, span):
     them a write) may not meet in different lanes. Iterations in one chunk are fewer than
     `span` apart (the vector width, or the trip count if smaller). Accesses that move with
     the loop: the same element in the same lane, elements at least `span` apart, or two
-    reductions with one operator (they commute). Accesses
+    reductions with one operator (they commute); with a stride c (gathers / scatters), elements
+    whose distance is not a multiple of c, or at least c * span. Accesses
     that do not move (reductions, after `_as_accumulation`): different elements, or the same
     element reduced by statements with the same operator; nothing else may read it.
     """
@@ -283,18 +310,18 @@ def _check_lane_independence(stores, lane, span):
             if bx is not by or not (wx or wy):
                 continue
             cx, cy = _lane_coef(bx, ix, lane), _lane_coef(by, iy, lane)
-            if cx not in (0, 1) or cy not in (0, 1):
-                continue  # a strided access: refused later, with its own message
             ox, oy = _offset(bx, ix), _offset(by, iy)
             d = (ox - oy) if ox is not None and oy is not None else None
             same = ix == iy or (d is not None and d.is_const and d.const == 0)
             apart = d is not None and d.is_const and d.const != 0
-            if cx == cy == 1:
-                # reductions with one operator commute: each statement's vector update reads
-                # what the earlier ones wrote (e.g. U[j] += a; U[j - 1] += b, unrolled copies)
+            if cx == cy and cx != 0:
+                # lane l touches offset o + c*l: two accesses meet in different lanes of a chunk
+                # when d = c * (lane difference) with |d| < c * span. Reductions with one operator
+                # commute: each statement's vector update reads what the earlier ones wrote
+                # (e.g. U[j] += a; U[j - 1] += b, unrolled copies)
                 commute = wx and wy and rx is not None and (rx == ry or {rx, ry} == {"add", "sub"}) \
                     and rx != "div"
-                ok = same or (apart and abs(d.const) >= span) or commute
+                ok = same or (apart and (d.const % cx != 0 or abs(d.const) >= abs(cx) * span)) or commute
             elif cx == cy == 0:
                 ok = apart or (same and wx and wy and rx == ry and rx is not None)
             else:
@@ -369,8 +396,10 @@ def _vectorize_loop(f: For, stores, isa):
                 raise NotVectorizable(f"every iteration assigns the same element of {s.buffer.name}; "
                                       f"only reductions (+=, -=, *=, max, min) can be vectorized that way")
             accs[id(s)] = VVar(f"acc_{s.buffer.name}", isa.dtype, W)
-        elif _lane_coef(s.buffer, s.indices, lane) != 1:
-            raise NotVectorizable(f"{s.buffer.name} is written with a stride (scatters are not generated)")
+        elif _lane_coef(s.buffer, s.indices, lane) != 1 and not _strided_ok(
+                isa, "scatter", _lane_coef(s.buffer, s.indices, lane)):
+            raise NotVectorizable(f"{s.buffer.name} is written with a stride ({isa.name} {isa.dtype.name} "
+                                  f"has no scatters)")
 
     def chunk(base, count):
         ch = _Chunk(isa, lane, base, count)
@@ -388,10 +417,11 @@ def _vectorize_loop(f: For, stores, isa):
                 out.append(VAssign(acc, new))
                 continue
             idx0 = tuple(substitute(ix, {lane: base}) for ix in s2.indices)
+            stride = _lane_coef(s2.buffer, s2.indices, lane)
             if s2.reduce is not None:
-                current = VLoad(s2.buffer, idx0, W, count)
+                current = VLoad(s2.buffer, idx0, W, count, stride)
                 value = _combine(s2.reduce, current, value, isa)
-            out.append(VStore(s2.buffer, idx0, value, W, count))
+            out.append(VStore(s2.buffer, idx0, value, W, count, stride))
         return out
 
     body = []
@@ -432,6 +462,65 @@ def _vectorize_loop(f: For, stores, isa):
         # min / max too combine with the element (another statement may reduce into it as well)
         final.append(Store(s.buffer, s.indices, h, s.reduce))
     return VDecl(tuple(accs.values()), block(*init, *body, *final))
+
+
+def _strided_ok(isa, op: str, stride: int) -> bool:
+    """A gather / scatter of lanes `stride` elements apart: offsets must fit in int32."""
+    return (stride != 0 and isa.template(op) is not None
+            and abs(stride) * (isa.lanes - 1) < 2 ** 31)
+
+
+MADD16 = "madd16"  # Call marker: sum over a pair of int32(int16) * int32(int16), one int32 lane
+
+
+def _pair_madds(stores, lane: Var, target):
+    """Adjacent statements `C[x] += int32(A[p]) * int32(B[q])` and the same with A[p + 1],
+    B[q + 1] (an inner loop of extent 2 over int16 pairs, unrolled), where C moves by one
+    element and A, B by two along the loop, as one `C[x] += madd16(A[p], B[q])`."""
+    if not target.has("avx512bw") or not target.has("avx512f") or target.vector_bytes < 64:
+        return stores
+    out, k = [], 0
+    while k < len(stores):
+        pair = stores[k:k + 2]
+        merged = _madd_of(*pair, lane) if len(pair) == 2 else None
+        if merged is not None:
+            out.append(merged)
+            k += 2
+        else:
+            out.append(stores[k])
+            k += 1
+    return out
+
+
+def _int16_factors(s: Store):
+    v = s.value
+    if not (isinstance(v, BinOp) and v.op == "mul" and v.dtype is ScalarType.int32):
+        return None
+    loads = []
+    for x in (v.a, v.b):
+        if not (isinstance(x, Cast) and x.dtype is ScalarType.int32 and isinstance(x.value, Load)
+                and x.value.buffer.dtype is ScalarType.int16):
+            return None
+        loads.append(x.value)
+    return loads
+
+
+def _madd_of(s1: Store, s2: Store, lane: Var):
+    if not (s1.buffer is s2.buffer and s1.indices == s2.indices and s1.reduce == s2.reduce == "add"
+            and s1.buffer.dtype is ScalarType.int32 and _lane_coef(s1.buffer, s1.indices, lane) == 1):
+        return None
+    f1, f2 = _int16_factors(s1), _int16_factors(s2)
+    if f1 is None or f2 is None:
+        return None
+    for a, b in zip(f1, f2):
+        if a.buffer is not b.buffer or _lane_coef(a.buffer, a.indices, lane) != 2 \
+                or _lane_coef(b.buffer, b.indices, lane) != 2:
+            return None
+        oa, ob = _offset(a.buffer, a.indices), _offset(b.buffer, b.indices)
+        d = None if oa is None or ob is None else ob - oa
+        if d is None or not d.is_const or d.const != 1:
+            return None
+    return Store(s1.buffer, s1.indices, Call(MADD16, (f1[0], f1[1]), ScalarType.int32), "add")
 
 
 def _splat(isa, v):

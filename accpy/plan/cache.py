@@ -15,6 +15,8 @@ from ..ir.types import ScalarType
 
 
 class MemorySpace(enum.Enum):
+    """Where a cache lives (`Plan.cache(location=...)`)."""
+
     NONE = "none"          # chosen by the target (host memory / registers)
     SHARED = "shared"      # accepted for Accera compatibility; same as NONE on a CPU
     PRIVATE = "private"
@@ -37,6 +39,7 @@ class Cache:
 
     def __init__(self, plan, source, index, level, trigger_index, trigger_level, max_elements, layout,
                  element_type, thrifty, location, double_buffer):
+        """Made by `Plan.cache` (arguments already checked there)."""
         self.plan = plan
         self.source = source  # an Array or an outer Cache
         self.index = index
@@ -63,13 +66,16 @@ class Cache:
 
     @property
     def role(self):
+        """The role (INPUT, INPUT_OUTPUT, ...) of the cached array."""
         return self.array.role
 
     @property
     def budget(self) -> bool:
+        """True when the cache was placed by an element budget (`max_elements`)."""
         return self.max_elements is not None
 
     def __repr__(self) -> str:
+        """`Cache(source, index=... | level=... | max_elements=...)`."""
         where = (f"index={self.index.name}" if self.index is not None else
                  f"level={self.level}" if self.level is not None else f"max_elements={self.max_elements}")
         src = self.source.name if not isinstance(self.source, Cache) else repr(self.source)

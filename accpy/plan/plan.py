@@ -15,17 +15,25 @@ class Plan:
         return self._call("unroll", index)
 
     def vectorize(self, index, unsafe: bool = False) -> None:
-        """Run the loop of `index` on vector registers (AVX-512 16 x f32, AVX2 8 x f32, ...).
+        """Run the loop of `index`, and every loop inside it, on vector registers (AVX-512
+        16 x f32, AVX2 8 x f32, ...).
 
-        Accesses must be contiguous along the index or not depend on it; the extent need
-        not be a multiple of the vector width (the tail is masked). Inner loops must be
-        unrolled. Checked when the package is built. A dependence between lanes raises
-        `ScheduleError` now (`unsafe=True` skips that check).
+        The loops inside are unrolled (their extents must be compile-time constants), and
+        each statement instance runs on all lanes of `index`: as a vector load/store where
+        its access is contiguous along the index, a broadcast where it does not depend on
+        it, a gather/scatter (AVX-512) for another constant stride. The extent of `index`
+        need not be a multiple of the vector width (the tail is masked). Raises now: a
+        fusing index, a target without vector instructions (RuntimeError), inner loops of
+        runtime or too large extent (ValueError), a dependence between lanes
+        (`ScheduleError`; `unsafe=True` skips that check). The build checks again.
         """
         return self._call("vectorize", index, unsafe=unsafe)
 
     def kernelize(self, unroll_indices, vectorize_indices=None) -> None:
-        """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (default: the innermost index)."""
+        """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (an index or
+        a sequence; default: the innermost index). Several vectorize indices nest: the
+        outermost one takes the vector lanes and the others are unrolled inside its
+        subtree. An index in both lists raises ValueError."""
         return self._call("kernelize", unroll_indices, vectorize_indices)
 
     def parallelize(self, indices, pin=None, policy: str = "static", max_threads=None, unsafe: bool = False) -> None:
@@ -96,6 +104,8 @@ class Plan:
         return out
 
     def __init__(self, schedule, target=None):
+        """A plan of `schedule` for `target` (default: the host); usually made by
+        `schedule.create_plan(target)`."""
         from ..targets import Target
 
         if target is None:
@@ -111,10 +121,12 @@ class Plan:
 
     @property
     def schedule(self):
+        """The schedule this plan annotates."""
         return self._schedule
 
     @property
     def target(self):
+        """The target this plan is for."""
         return self._target
 
     def _kind_of(self, index):
@@ -145,15 +157,22 @@ class Plan:
     def _unroll(self, index) -> None:
         """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
         self._dim_var(index)
+        was_vector = self._kind_of(index) == "vectorized"
+        kinds = list(self._kinds)
         self._mark(index, "unrolled")
+        if was_vector:
+            # vectorized indices inside it were part of its subtree; now they form their own lanes
+            space = self._schedule.space
+            try:
+                for ix, k in list(self._kinds):
+                    if k == "vectorized" and space.position(ix) > space.position(index):
+                        self._vectorize(ix)
+            except Exception:
+                self._kinds = kinds  # a rejected call leaves the plan as it was
+                raise
 
     def _vectorize(self, index, unsafe: bool = False) -> None:
-        """Run the loop of `index` on vector registers (AVX-512 16 x f32, AVX2 8 x f32, ...).
-
-        Accesses must be contiguous along the index or not depend on it; the extent need
-        not be a multiple of the vector width (the tail is masked). Inner loops must be
-        unrolled. Checked when the package is built.
-        """
+        """See `vectorize`: the checks that need no lowering, then the mark."""
         from ..analysis.dependence import check_vector
 
         self._dim_var(index)
@@ -161,11 +180,37 @@ class Plan:
         if not self._target.has("avx2") and not self._target.has("avx512f"):
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
         space = self._schedule.space
-        check_vector(space, space.position(index), f"vectorize({index.name})", unsafe)
+        pos = space.position(index)
+        outer = [ix for ix, k in self._kinds if k == "vectorized" and ix is not index
+                 and space.position(ix) is not None and space.position(ix) < pos]
+        if not outer:
+            # inside an already vectorized loop the index is unrolled in that loop's subtree,
+            # whose checks cover it; its own lanes are never formed
+            self._check_vector_subtree(index)
+            check_vector(space, pos, f"vectorize({index.name})", unsafe)
         self._mark(index, "vectorized")
 
+    def _check_vector_subtree(self, index) -> None:
+        """The loops inside a vectorized loop are unrolled: constant extents, bounded copies."""
+        from ..ir.expr import as_int
+        from ..lower.unroll import MAX_UNROLLED_COPIES
+
+        space = self._schedule.space
+        copies = 1
+        for d in space.dims[space.position(index) + 1:]:
+            n = as_int(d.extent)
+            if n is None:
+                raise ValueError(f"vectorize({index.name}): the loop of {d.index.name} inside it has a runtime "
+                                 f"extent; the loops inside a vectorized loop are unrolled, so their extents "
+                                 f"must be constants (split {d.index.name} by a constant and vectorize inside)")
+            copies *= max(n, 1)
+            if copies > MAX_UNROLLED_COPIES:
+                raise ValueError(f"vectorize({index.name}): the loops inside it run {copies} or more "
+                                 f"iterations, more than the {MAX_UNROLLED_COPIES} unrolled copies allowed; "
+                                 f"vectorize an inner index")
+
     def _kernelize(self, unroll_indices, vectorize_indices=None) -> None:
-        """Unroll each of `unroll_indices`, then vectorize `vectorize_indices` (default: the innermost index)."""
+        """See `kernelize`: all of it, or nothing when one of its steps is refused."""
         if not isinstance(unroll_indices, (list, tuple)):
             raise TypeError("unroll_indices: expected a sequence of indices")
         if vectorize_indices is None:
@@ -179,10 +224,17 @@ class Plan:
             self._dim_var(u)
         for v in vectorize_indices:
             self._dim_var(v)
-        for u in unroll_indices:
-            self._unroll(u)
-        for v in vectorize_indices:
-            self._vectorize(v)
+        kinds = list(self._kinds)
+        try:
+            for u in unroll_indices:
+                self._unroll(u)
+            # outermost first: the indices inside it are then part of its subtree
+            space = self._schedule.space
+            for v in sorted(vectorize_indices, key=space.position):
+                self._vectorize(v)
+        except Exception:
+            self._kinds = kinds  # a rejected call leaves the plan as it was
+            raise
 
     # -- parallelism ------------------------------------------------------------------------
     def _parallelize(self, indices, pin=None, policy: str = "static", max_threads=None, unsafe: bool = False) -> None:
@@ -367,6 +419,35 @@ class Plan:
             raise ValueError("tensorize: these loops are already tensorized")
         self._tensorized.append((tuple(indices), intr))
 
+    def __repr__(self) -> str:
+        """The schedule's loop order and every annotation: unrolled / vectorized / parallel
+        indices, caches with their levels, tensorize requests, calls waiting for parameters."""
+        from ..nest.parameters import UnresolvedParameter
+
+        try:
+            order = "(" + ", ".join(d.index.name for d in self._schedule.space.dims) + ")"
+        except UnresolvedParameter:
+            order = "known when the parameters have values"
+        parts = [f"target={self._target.name}", f"order={order}"]
+        for kind in ("unrolled", "vectorized"):
+            names = [ix.name for ix, k in self._kinds if k == kind]
+            if names:
+                parts.append(f"{kind}=({', '.join(names)})")
+        if self._parallel is not None:
+            ixs, policy, threads = self._parallel
+            parts.append(f"parallel=({', '.join(ix.name for ix in ixs)}; policy={policy}, threads={threads})")
+        for c in self._caches:
+            parts.append(f"cache={_describe_cache(c)}")
+        for ixs, intr in self._tensorized:
+            parts.append(f"tensorize=({', '.join(ix.name for ix in ixs)}; {intr.name})")
+        if self._waiting:
+            # nothing was applied: the calls are replayed once the parameters have values
+            calls = [f"{op}({', '.join(_short(a) for a in args)}"
+                     f"{''.join(f', {k}={_short(v)}' for k, v in kwargs.items() if v is not None and v is not False)})"
+                     for op, args, kwargs, _ in self._commands]
+            parts.append(f"waiting for parameters=[{'; '.join(calls)}]")
+        return f"Plan({', '.join(parts)})"
+
     def tensorize_requests(self) -> list:
         """[(loop vars (i, j, k), description)] of the tensorized sub-nests, for lowering."""
         return [(tuple(self._dim_var(ix) for ix in ixs), f"tensorize({', '.join(ix.name for ix in ixs)})")
@@ -383,6 +464,7 @@ class Plan:
 
     @property
     def caches(self) -> tuple:
+        """The caches of this plan, in request order."""
         return tuple(self._caches)
 
     def loop_annotations(self) -> dict:
@@ -399,3 +481,33 @@ class Plan:
         from ..lower import lower_function
 
         return emit_function(lower_function(self, name, args))
+
+
+def _short(x) -> str:
+    """An argument of a recorded plan call, by name where it has one."""
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(_short(v) for v in x) + ")"
+    name = getattr(x, "name", None)
+    return name if isinstance(name, str) else repr(x)
+
+
+def _describe_cache(c) -> str:
+    """A cache for `Plan.__repr__`: source, key-slice (index and level), trigger and options."""
+    from .cache import Cache
+
+    src = c.source.name if not isinstance(c.source, Cache) else f"cache of {_describe_cache(c.source)}"
+    if c.max_elements is not None:
+        out = [src, f"max_elements={c.max_elements}"]
+    else:
+        where = f"index={c.index.name}, " if c.index is not None else ""
+        out = [src, f"{where}level={c.level}"]
+    if c.trigger_level is not None:
+        name = f"{c.trigger_index.name}, " if c.trigger_index is not None else ""
+        out.append(f"trigger={name}level {c.trigger_level}")
+    for k in ("layout", "element_type", "location", "thrifty"):
+        v = getattr(c, k)
+        if v is not None:
+            out.append(f"{k}={getattr(v, 'name', v)}")
+    if c.double_buffer:
+        out.append("double_buffer")
+    return "(" + ", ".join(str(x) for x in out) + ")"

@@ -4,7 +4,9 @@ Each `VectorISA` describes one register shape (e.g. 16 x float32 in a zmm regist
 its C type, and a C template for every vector operation the IR has. Templates use
 `{a}`, `{b}`, `{c}` (operands), `{p}` (address), `{m}` (lane mask), `{n}` (lane count).
 The meaning of each operation is the IR's (see accpy/ir/vector.py); tests run every
-template against numpy on random data (tests/test_x86_intrinsics.py).
+template against numpy on random data (tests/test_x86_intrinsics.py). The `extra`
+templates (strided accesses `{s}` elements apart, the int16 pair multiply-add) are
+checked end to end, through kernels that use them (tests/test_vectorize_subtree.py).
 """
 from __future__ import annotations
 
@@ -18,15 +20,20 @@ F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, S
 
 @dataclass(frozen=True)
 class VectorISA:
+    """One vector register shape (`lanes` x `dtype`) and the C templates of its operations."""
+
     name: str  # "avx512" | "avx2"
     dtype: ScalarType
     lanes: int
     ctype: str
     ops: dict = field(hash=False, compare=False)
     features: tuple = ()  # cpu features the templates need
+    extra: dict = field(default_factory=dict, hash=False, compare=False)  # gathers, scatters, madd16
 
     def template(self, op: str) -> Optional[str]:
-        return self.ops.get(op)
+        """The C template of `op`, or None when this shape has no instruction for it."""
+        t = self.ops.get(op)
+        return t if t is not None else self.extra.get(op)
 
     @property
     def mask_expr(self) -> str:
@@ -105,6 +112,31 @@ def _avx512_int(dtype, lanes, sfx, mtype):
     return VectorISA("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512dq"))
 
 
+def _lane_offsets(lanes: int) -> str:
+    """C for the int32 element offsets {s}*l of lanes l = 0..lanes-1 (gather / scatter index)."""
+    w = 512 if lanes == 16 else 256
+    iota = ", ".join(str(l) for l in range(lanes))
+    return f"_mm{w}_mullo_epi32(_mm{w}_set1_epi32({{s}}), _mm{w}_setr_epi32({iota}))"
+
+
+def _avx512_strided(sfx: str, lanes: int, size: int, zero: str, cast: bool) -> dict:
+    """Gathers and scatters of lanes {s} elements apart (32-bit offsets, scale = element size)."""
+    idx = _lane_offsets(lanes)
+    isfx = "i32gather_" + sfx
+    ssfx = "i32scatter_" + sfx
+    rp, wp = ("(const void*)({p})", "(void*)({p})") if cast else ("{p}", "{p}")
+    return {
+        "gather": f"_mm512_{isfx}({idx}, {rp}, {size})",
+        "mgather": f"_mm512_mask_{isfx}({zero}, {{m}}, {idx}, {rp}, {size})",
+        "scatter": f"_mm512_{ssfx}({wp}, {idx}, {{a}}, {size})",
+        "mscatter": f"_mm512_mask_{ssfx}({wp}, {{m}}, {idx}, {{a}}, {size})",
+    }
+
+
+def _with_extra(isa: VectorISA, extra: dict) -> VectorISA:
+    return VectorISA(isa.name, isa.dtype, isa.lanes, isa.ctype, isa.ops, isa.features, extra)
+
+
 def _avx2_float(dtype, lanes, sfx, ctype):
     ivec = "_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)" if lanes == 8 else "_mm256_setr_epi64x(0, 1, 2, 3)"
     cmpgt = "_mm256_cmpgt_epi32" if lanes == 8 else "_mm256_cmpgt_epi64"
@@ -178,13 +210,30 @@ def _avx2_int32():
 
 
 LIBRARY = {
-    ("avx512", F32): _avx512_float(F32, 16, "ps", "__m512", "__mmask16"),
-    ("avx512", F64): _avx512_float(F64, 8, "pd", "__m512d", "__mmask8"),
-    ("avx512", I32): _avx512_int(I32, 16, "epi32", "__mmask16"),
-    ("avx512", I64): _avx512_int(I64, 8, "epi64", "__mmask8"),
+    ("avx512", F32): _with_extra(_avx512_float(F32, 16, "ps", "__m512", "__mmask16"),
+                                 _avx512_strided("ps", 16, 4, "_mm512_setzero_ps()", False)),
+    ("avx512", F64): _with_extra(_avx512_float(F64, 8, "pd", "__m512d", "__mmask8"),
+                                 _avx512_strided("pd", 8, 8, "_mm512_setzero_pd()", False)),
+    # madd16: 16 int32 lanes, each the sum of two int16 products of adjacent pairs (VPMADDWD)
+    ("avx512", I32): _with_extra(_avx512_int(I32, 16, "epi32", "__mmask16"),
+                                 {**_avx512_strided("epi32", 16, 4, "_mm512_setzero_si512()", True),
+                                  "madd16": "_mm512_madd_epi16({a}, {b})"}),
+    ("avx512", I64): _with_extra(_avx512_int(I64, 8, "epi64", "__mmask8"),
+                                 _avx512_strided("epi64", 8, 8, "_mm512_setzero_si512()", True)),
     ("avx2", F32): _avx2_float(F32, 8, "ps", "__m256"),
     ("avx2", F64): _avx2_float(F64, 4, "pd", "__m256d"),
     ("avx2", I32): _avx2_int32(),
+}
+
+
+# shapes that only load operands of another shape's instruction (madd16's int16 pairs);
+# not vector types of their own, so `vector_isa_for` never picks them
+OPERAND_SHAPES = {
+    ("avx512", ScalarType.int16): VectorISA("avx512", ScalarType.int16, 32, "__m512i", {
+        "mask": "((__mmask32)((1ull << ({n})) - 1ull))",
+        "load": "_mm512_loadu_si512((const void*)({p}))",
+        "mload": "_mm512_maskz_loadu_epi16({m}, (const void*)({p}))",
+    }, ("avx512f", "avx512bw")),
 }
 
 
@@ -199,7 +248,8 @@ def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
 
 
 def isa_by_shape(dtype: ScalarType, lanes: int) -> VectorISA:
-    for isa in LIBRARY.values():
+    """The vector shape of `lanes` x `dtype` (operand-only shapes included)."""
+    for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()):
         if isa.dtype is dtype and isa.lanes == lanes:
             return isa
     raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")

@@ -1168,8 +1168,8 @@ def minimize(case: Case, output_dir, what: Optional[str] = None, max_attempts: i
 #     layout, a wider element type, thrifty, double buffering, or a cache of an earlier
 #     cache at a lower level;
 #   * vectorize: an index along which every access is contiguous (one element apart in
-#     memory) or invariant, whose later indices all have small constant extents (they are
-#     unrolled, so the vectorized loop ends up innermost); the element type is int32 or
+#     memory) or invariant, whose later indices all have small constant extents (unrolled
+#     by request or as the vectorized loop's subtree); the element type is int32 or
 #     float32; sometimes with an AVX2 target instead of the host's;
 #   * unroll: one or two of the last indices with a small constant extent;
 #   * parallelize: one or two contiguous outer indices that every written element moves
@@ -1466,8 +1466,9 @@ def _draw_vectorize(ch, state) -> Optional[str]:
     if not candidates:
         return None
     k = ch.choice(candidates)
-    for name, _, _ in dims[k + 1:]:
-        _try_apply(state, Step("unroll", (Ref(name),), target="plan"))
+    if ch.chance(0.5):  # else they are unrolled as the vectorized loop's subtree
+        for name, _, _ in dims[k + 1:]:
+            _try_apply(state, Step("unroll", (Ref(name),), target="plan"))
     name = dims[k][0]
     return name if _try_apply(state, Step("vectorize", (Ref(name),), target="plan")) else None
 
@@ -1607,24 +1608,24 @@ class _Mem:
     def st(self, idx, v):
         self.flat[self._offset(idx)] = v
 
-    def _lane(self, base, lane):
-        off = base + lane
+    def _lane(self, base, lane, stride=1):
+        off = base + lane * stride
         if not 0 <= off < self.flat.size:
             raise OutOfBounds(f"vector lane {lane} of {self.name} at element offset {off} is out of bounds "
                               f"(size {self.flat.size})")
         return off
 
-    def vld(self, idx, lanes, count):
+    def vld(self, idx, lanes, count, stride=1):
         base = self._offset(idx)
         n = lanes if count is None else count
         z = self.flat.dtype.type(0)
-        return [self.flat[self._lane(base, l)] if l < n else z for l in range(lanes)]
+        return [self.flat[self._lane(base, l, stride)] if l < n else z for l in range(lanes)]
 
-    def vst(self, idx, values, lanes, count):
+    def vst(self, idx, values, lanes, count, stride=1):
         base = self._offset(idx)
         n = lanes if count is None else count
         for l in range(n):
-            self.flat[self._lane(base, l)] = values[l]
+            self.flat[self._lane(base, l, stride)] = values[l]
 
 
 def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
@@ -1667,7 +1668,7 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
                 return f"{self.buf(e.buffer)}.ld({self.sub(e.indices)})"
             if isinstance(e, V.VLoad):
                 cnt = "None" if e.count is None else self.index(e.count)
-                return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt})"
+                return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt}, {e.stride})"
             if isinstance(e, V.Broadcast):
                 return f"[{self.expr(e.value)}] * {e.lanes}"
             if isinstance(e, V.VVar):
@@ -1735,7 +1736,8 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
             lines.append(f"{pad}{g.vvar(s.var)} = {g.expr(s.value)}")
         elif isinstance(s, V.VStore):
             cnt = "None" if s.count is None else g.index(s.count)
-            lines.append(f"{pad}{g.buf(s.buffer)}.vst({g.sub(s.indices)}, {g.expr(s.value)}, {s.lanes}, {cnt})")
+            lines.append(f"{pad}{g.buf(s.buffer)}.vst({g.sub(s.indices)}, {g.expr(s.value)}, {s.lanes}, {cnt}, "
+                         f"{s.stride})")
         elif isinstance(s, Comment):
             lines.append(f"{pad}pass  # {s.text}")
         elif isinstance(s, Evaluate):
