@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import LogicError
 from ..ir.expr import Buffer, Const, Expr, Var, idx_op
+from ..ir.names import check_name
 from ..ir.types import ScalarType
 from .logic import Access, Value, lift, record_assignment
 from .naming import assigned_names
@@ -53,6 +54,8 @@ class Dimension(Value):
         if name is None:
             names = assigned_names()
             name = names[0] if len(names) == 1 else f"dim{id(self) % 10000}"
+        else:
+            check_name(name, "name")
         self.name = name
         self.role = Role.INPUT
         self.value = value
@@ -106,7 +109,9 @@ class Array:
                  layout=_Layout.FIRST_MAJOR, offset: int = 0, shape=None):
         if not isinstance(role, Role):
             raise TypeError(f"role: expected an acc.Role (INPUT, INPUT_OUTPUT, OUTPUT, CONST, TEMP), got {role!r}")
-        if not name:
+        if name:
+            check_name(name, "name")
+        else:
             names = assigned_names()
             name = names[0] if len(names) == 1 else ""
         self.role = role
@@ -253,7 +258,9 @@ class Scalar(Value):
         t = scalar_type(element_type if element_type is not None else ScalarType.float32)
         if role is not Role.INPUT:
             raise NotImplementedError("Scalar: only INPUT scalars are supported")
-        if not name:
+        if name:
+            check_name(name, "name")
+        else:
             names = assigned_names()
             name = names[0] if len(names) == 1 else f"scalar{id(self) % 10000}"
         self.name = name

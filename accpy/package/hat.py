@@ -9,7 +9,7 @@ import platform
 import re
 
 from .signature import KIND_ARRAY, KIND_DIM
-from .sources import declarations
+from .sources import declarations, recorded_parameters
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -113,7 +113,7 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
         out.append("")
         out.append(f"[functions.{pf.name}.auxiliary.accpy]")
         out.append(f"base_name = {_s(pf.base_name)}")
-        out.append(f"parameters = {_value({k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in (pf.parameters or {}).items()})}")
+        out.append(f"parameters = {_value(recorded_parameters(pf.parameters))}")
         dims = [i.name for i in pf.infos if i.kind == KIND_DIM]
         out.append(f"dimensions = {_value(dims)}")
     out.append("")

@@ -12,18 +12,21 @@ from ..ir.types import ScalarType
 from .signature import KIND_ARRAY, KIND_DIM, KIND_SCALAR, ArgInfo, position_map
 
 _BINDER = None
+BINDER_ABI = 2  # native/binder.cpp's `ABI`
 
 
 def get_binder():
-    """accpy._binder, built at install; compiled into the cache if missing (e.g. a bare checkout)."""
+    """accpy._binder, built at install; compiled into the cache if missing or stale (e.g. a bare checkout)."""
     global _BINDER
     if _BINDER is not None:
         return _BINDER
     try:
         from .. import _binder  # type: ignore[attr-defined]
 
-        _BINDER = _binder
-        return _BINDER
+        # built at install: used unless it predates the interface this accpy calls
+        if getattr(_binder, "ABI", None) == BINDER_ABI:
+            _BINDER = _binder
+            return _BINDER
     except ImportError:
         pass
     from .compile import compile_cxx_module_standalone
@@ -56,6 +59,23 @@ def stable_library_path(lib: Path, file_name: Optional[str] = None) -> Path:
     return dst
 
 
+class AmbiguousAlias:
+    """The base name of several variants (a parameter grid): calling it raises a TypeError
+    that lists them; call a variant by its full name (`variants` holds their names)."""
+
+    def __init__(self, name: str, message: str, variants: list):
+        self.name = name
+        self.variants = list(variants)
+        self._message = message
+
+    def __call__(self, *args, **kwargs):
+        """Always refused: which variant to run is the caller's choice."""
+        raise TypeError(self._message)
+
+    def __repr__(self) -> str:
+        return f"<accpy alias {self.name} of {len(self.variants)} variants: {', '.join(self.variants)}>"
+
+
 class BuiltPackage:
     """A built package: each function is an attribute (full name and base-name alias).
 
@@ -65,20 +85,34 @@ class BuiltPackage:
 
     def __init__(self, name: str, output_dir: Path, library: Path, functions: list, files: dict,
                  module_build=None):
+        """`functions`: (full name, base name, [ArgInfo], parameters) of each function of `library`."""
+        from .sources import alias_error_text
+
         self.name = name
         self.output_dir = Path(output_dir)
         self.files = files
         self._module_build = module_build
         self._functions = {}
+        #: {full name: parameter values} of every function (the variants of a parameter grid)
+        self.variants = {full: dict(params) for full, _, _, params in functions}
         binder = get_binder()
         lib = str(stable_library_path(library))
         self._library_path = lib
-        for full, base, infos in functions:
+        groups: dict = {}
+        for full, base, infos, _ in functions:
             pos = position_map(infos)
-            k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos])
+            k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos], base or "")
             self._functions[full] = k
-            if base and base not in self._functions:
-                self._functions[base] = k
+            if base and base != full:
+                groups.setdefault(base, []).append(full)
+        for base, fulls in groups.items():
+            if base in self._functions:
+                continue
+            if len(fulls) == 1:
+                self._functions[base] = self._functions[fulls[0]]
+            else:
+                self._functions[base] = AmbiguousAlias(base, alias_error_text(
+                    base, [(f, self.variants[f]) for f in fulls]), fulls)
 
     def __getattr__(self, item):
         fns = self.__dict__.get("_functions", {})
@@ -217,8 +251,8 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
         if any("accpy_kind" not in a for a in table.get("arguments", [])):
             raise ValueError(f"{p}: function {full} was not built by accpy (its arguments lack accpy's "
                              f"metadata); load foreign HAT packages with hatlib")
-        base = table.get("auxiliary", {}).get("accpy", {}).get("base_name", "")
-        functions.append((full, base, _infos_from_hat(table)))
+        aux = table.get("auxiliary", {}).get("accpy", {})
+        functions.append((full, aux.get("base_name", ""), _infos_from_hat(table), aux.get("parameters", {})))
     files = {"hat": p, "shared": lib}
     if mod_copy is not None:
         files["python_module"] = mod_copy

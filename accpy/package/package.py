@@ -15,8 +15,9 @@ from .compile import ProgressBar, CC, compile_c, compile_cxx_module, copy_atomic
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
-from .signature import C_RESERVED, CXX_KEYWORDS, describe_arguments, function_hash
-from .sources import c_source, header
+from ..ir.names import check_name, check_symbol_name, reserved_reason
+from .signature import describe_arguments, function_hash
+from .sources import c_source, header, recorded_parameters
 
 
 class Format(enum.Flag):
@@ -139,6 +140,42 @@ class PackageFunction:
         return lower_function(Plan(default, self.plan.target), name, self.arg_objs)
 
 
+# Attributes of a loaded package (BuiltPackage, and the Python module): a function alias
+# of the same name would be hidden behind them.
+_ATTRIBUTE_NAMES = {n: "attribute (lib." + n + ")" for n in (
+    "name", "output_dir", "files", "timings", "gemmini", "function_names", "python_module", "variants",
+    "gemmini_counters", "gemmini_reset_counters", "gemmini_reset", "Kernel")}
+
+
+def check_package_name(name) -> str:
+    """`name` if it can name a package (its files, C symbols and Python module), else ValueError."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a package name (a C identifier), got {name!r}")
+    check_name(name, "name")
+    why = reserved_reason(name)
+    if why:
+        raise ValueError(f"name: {name!r} cannot name a package ({why})")
+    return name
+
+
+def package_symbols(pkg_name: str, functions) -> dict:
+    """The global C symbols a package defines besides its aliases, mapped to what each is."""
+    out = {f"{pkg_name}_last_error": f"error function ({pkg_name}_last_error)"}
+    for s in ("gemmini_counters", "gemmini_reset_counters", "gemmini_reset"):
+        out[f"{pkg_name}_{s}"] = f"Gemmini model function ({pkg_name}_{s})"
+    for f in functions:
+        out[f.name] = f"function {f.name}"
+    return out
+
+
+def _check_symbols(pkg_name: str, functions) -> None:
+    """Every function alias can be declared beside the package's own symbols."""
+    taken = package_symbols(pkg_name, functions)
+    for f in functions:
+        if f.base_name and f.base_name != f.name:
+            check_symbol_name(f.base_name, "base_name", taken)
+
+
 def _has_text(path: Path, text: str) -> bool:
     try:
         return path.read_text() == text
@@ -160,11 +197,8 @@ class Package:
         plan = _plan_of(source)
         if args is None or not isinstance(args, (tuple, list)):
             raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
-        if base_name and not (isinstance(base_name, str) and base_name.isidentifier() and base_name.isascii()):
-            raise ValueError(f"base_name: {base_name!r} is not a valid C identifier")
-        if base_name and ((base_name in C_RESERVED and base_name != "args") or base_name in CXX_KEYWORDS):
-            raise ValueError(f"base_name: {base_name!r} is a C/C++ keyword or reserved name; the header's "
-                             f"alias `{base_name}` could not be declared")
+        if base_name:
+            check_symbol_name(base_name, "base_name", _ATTRIBUTE_NAMES)
         if parameters is not None and not isinstance(parameters, (dict, list)):
             raise TypeError("parameters: expected a dict (or a list of dicts)")
         if isinstance(parameters, list):
@@ -212,8 +246,8 @@ class Package:
         t0 = time.perf_counter()
         if not self._functions:
             raise RuntimeError("build: the package has no functions; add some with Package.add")
-        if not (isinstance(name, str) and name.isidentifier() and name.isascii()):
-            raise ValueError(f"name: {name!r} is not a valid package name (a C identifier)")
+        check_package_name(name)
+        _check_symbols(name, self._functions)
         if platform is not Platform.HOST:
             raise ValueError(f"platform: accpy builds for the host only, got {platform}")
         if not isinstance(format, Format):
@@ -315,7 +349,7 @@ class Package:
             module_build = ModuleBuild(job)
             if python_module == "sync":
                 module_build.wait()
-        fn_desc = [(f.name, f.base_name, f.infos) for f in fns]
+        fn_desc = [(f.name, f.base_name, f.infos, recorded_parameters(f.parameters)) for f in fns]
         # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
         built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
         built.gemmini = gemmini
