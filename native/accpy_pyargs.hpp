@@ -298,7 +298,7 @@ private:
             throw py::value_error("argument '" + a.name + "': the array's data is not aligned to its element size");
         }
         if (a.written && !arr.writeable()) {
-            throw py::value_error("argument '" + a.name + "' (" + a.role + ") is written by " + name_ +
+            throw py::value_error("argument '" + a.name + "' (" + a.role + ") is written by " + display_ +
                                   " but the array is read-only");
         }
         keep = arr;

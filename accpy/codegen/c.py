@@ -102,6 +102,8 @@ class Names:
         name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base) or "v"
         if name[0].isdigit():
             name = "_" + name
+        if argument_name_problem(name):
+            name = "u_" + name  # (a prefix: a reserved prefix such as accpy_ stays reserved with any suffix)
         cand, n = name, 1
         while cand in self.taken or argument_name_problem(cand):
             cand = f"{name}_{n}"
