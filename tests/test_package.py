@@ -431,7 +431,7 @@ def test_misaligned_array_is_rejected(impl):
 def test_read_only_output_is_rejected(impl):
     m, n, x, y, s = _axpy_args()
     y.flags.writeable = False
-    with pytest.raises(ValueError, match=r"argument 'Y' \(input_output\) is written by axpy_[0-9a-f]{16} but the "
+    with pytest.raises(ValueError, match=r"argument 'Y' \(input_output\) is written by axpy but the "
                                          r"array is read-only"):
         impl.axpy(m, n, x, y, s)
     b = np.broadcast_to(np.zeros(3, np.int32), (4, 3))

@@ -84,7 +84,8 @@ def _arg_table(info) -> dict:
 
 
 def hat_text(pkg_name: str, functions, description: dict, library_file: str, static_file: str,
-             compiler: str, flags: list, openmp: bool, target) -> str:
+             compiler: str, flags: list, openmp: bool, target, library_record: dict = None) -> str:
+    """The package's .hat text; `library_record` ({size, sha256} of the library) is recorded for acc.load."""
     guard = pkg_name.replace(".", "_")
     out = [f"#ifndef __{guard}__", f"#define __{guard}__", "", "#ifdef TOML", ""]
     desc = {"comment": description.get("comment", ""), "author": description.get("author", ""),
@@ -137,6 +138,9 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
     out.append("[dependencies.auxiliary]")
     out.append(f"dynamic = {_s(library_file)}")
     out.append(f"static = {_s(static_file)}")
+    if library_record:
+        out.append(f"accpy_dynamic_size = {int(library_record['size'])}")
+        out.append(f"accpy_dynamic_sha256 = {_s(library_record['sha256'])}")
     out.append("")
     out.append("[compiled_with]")
     out.append(f"compiler = {_s(compiler)}")

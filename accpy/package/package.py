@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .compile import ProgressBar, CC, compile_c, compile_cxx_module, copy_atomic, output_lock, remove_file, write_atomic
+from ..errors import CompileError
+from .compile import (CC, ProgressBar, compile_c, compile_cxx_module, copy_atomic, file_digest, output_lock,
+                      remove_file, write_atomic)
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
@@ -176,6 +178,30 @@ def _check_symbols(pkg_name: str, functions) -> None:
             check_symbol_name(f.base_name, "base_name", taken)
 
 
+def _output_directory(output_dir) -> Path:
+    """`output_dir` (default: the current directory), created if needed; an error naming it if unusable."""
+    out = Path(output_dir if output_dir is not None else os.getcwd())
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output_dir: {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise type(e)(f"output_dir: cannot create {out}: {e.strerror or e}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise PermissionError(f"output_dir: {out} is not writable")
+    return out
+
+
+def _remove_stale_temporaries(out: Path, file_names) -> None:
+    """Temporary files of the package's outputs left by a build that was killed.
+
+    (Called under the package's lock: every writer of these files holds it, so none is live.)
+    """
+    for fn in file_names:
+        for p in out.glob(f".{fn}.*.tmp"):
+            remove_file(p)
+
+
 def _has_text(path: Path, text: str) -> bool:
     try:
         return path.read_text() == text
@@ -260,8 +286,7 @@ class Package:
             raise ValueError(f"python_module: expected 'async', 'sync' or False, got {python_module!r}")
         if not isinstance(tolerance, (int, float)) or tolerance < 0:
             raise ValueError(f"tolerance: expected a number >= 0, got {tolerance!r}")
-        out = Path(output_dir if output_dir is not None else os.getcwd())
-        out.mkdir(parents=True, exist_ok=True)
+        out = _output_directory(output_dir)
         timings = {}
         fns = self._functions
         # several functions (e.g. a parameter grid): one translation unit per core, compiled in parallel
@@ -270,7 +295,6 @@ class Package:
         source, units = source if isinstance(source, tuple) else (source, None)
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
-        write_atomic(files["c"], source)  # first: compiler messages point at this file
         targets = {f.target for f in fns}
         flags = []
         for t in targets:
@@ -288,9 +312,12 @@ class Package:
         module_file = out / f"{name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
         module_cpp = out / f"{name}_module.cpp"
         h_text = header(name, fns)
-        hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target)
+        outputs = (files["c"].name, files["h"].name, files["hat"].name, lib_file, static_file, module_file.name,
+                   module_cpp.name)
         if format == Format.HAT_SOURCE:
+            hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target)
             with output_lock(out, name):
+                _remove_stale_temporaries(out, outputs)
                 write_atomic(files["c"], source)
                 write_atomic(files["h"], h_text)
                 write_atomic(files["hat"], hat)
@@ -303,7 +330,17 @@ class Package:
 
         gemmini = uses_gemmini(fns)
         extra = {"gemmini": True} if gemmini else {}  # (the Gemmini model: one more unit)
-        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, **extra)
+        try:
+            lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, **extra)
+        except CompileError as e:
+            # the failed source is kept where the compiler's messages point
+            with output_lock(out, name):
+                _remove_stale_temporaries(out, outputs)
+                write_atomic(files["c"], source)
+            raise CompileError(f"{e}\n(output_dir: {out}; the emitted source is kept at {files['c']})") from None
+        # the .hat records the library's size and hash: acc.load checks them before loading it
+        hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target,
+                       library_record={"size": lib.shared.stat().st_size, "sha256": file_digest(lib.shared)})
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
@@ -312,13 +349,14 @@ class Package:
         # leave one build's files, not a mix); an earlier build's module is removed until this
         # build's module is ready, so that nothing loads a module that does not match the .hat.
         with output_lock(out, name):
+            _remove_stale_temporaries(out, outputs)
             write_atomic(files["c"], source)
             write_atomic(files["h"], h_text)
             write_atomic(files["hat"], hat)
             copy_atomic(lib.shared, files["shared"])
             if format & Format.HAT_STATIC:
                 files["static"] = out / static_file
-                copy_atomic(lib.static, files["static"])
+                copy_atomic(lib.static, files["static"], executable=False)
             else:
                 remove_file(out / static_file)
             remove_file(module_file)
