@@ -33,6 +33,7 @@ BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fop
 
 @functools.lru_cache(maxsize=None)
 def compiler_identity(cc: str) -> str:
+    """The first line of `cc --version` (part of every cache key)."""
     try:
         out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
         return out.stdout.splitlines()[0] if out.stdout else cc
@@ -41,6 +42,7 @@ def compiler_identity(cc: str) -> str:
 
 
 def cache_key(*parts: str) -> str:
+    """32 hex digits of sha256 over `parts`."""
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode())
@@ -148,6 +150,8 @@ def _run(cmd: list, display_path: str, src_path: str, what: str) -> None:
 
 @dataclass
 class Library:
+    """A compiled package in the cache: its shared library and static archive."""
+
     key: str
     shared: Path
     static: Optional[Path]
@@ -350,6 +354,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         done = [0]
 
         def one(k):
+            """Compile unit k."""
             _run([CC, *cflags, "-c", str(srcs[k]), "-o", str(objs[k])], display_path, str(srcs[k]), "compiling")
             done[0] += 1
             if progress is not None:

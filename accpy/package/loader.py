@@ -82,6 +82,7 @@ def check_shared_object(path) -> None:
     size = len(data)
 
     def bad(why: str):
+        """The error for this file, saying why."""
         return DamagedLibraryError(f"{path} is damaged ({why}); rebuild the package")
 
     if size < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
@@ -223,6 +224,7 @@ class BuiltPackage:
 
     @property
     def function_names(self) -> list:
+        """Names of the package's functions: full names, then the unambiguous base-name aliases."""
         return list(self._functions)
 
     def python_module(self, wait: bool = True):

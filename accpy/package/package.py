@@ -23,6 +23,9 @@ from .sources import c_source, header, recorded_parameters
 
 
 class Format(enum.Flag):
+    """What `Package.build` writes: HAT_DYNAMIC (libname.so), HAT_STATIC (name.a), HAT_SOURCE
+    (sources and headers only). The MLIR formats are Accera's; accpy emits C and refuses them."""
+
     HAT_DYNAMIC = enum.auto()
     HAT_STATIC = enum.auto()
     HAT_SOURCE = enum.auto()
@@ -35,11 +38,15 @@ class Format(enum.Flag):
 
 
 class Mode(enum.Enum):
+    """RELEASE builds the scheduled code; DEBUG also runs the unscheduled nest and compares."""
+
     RELEASE = "release"
     DEBUG = "debug"
 
 
 class Platform(enum.Enum):
+    """Accera's platforms; accpy builds for HOST (this machine) only."""
+
     HOST = "host"
     WINDOWS = "windows"
     LINUX = "linux"
@@ -101,6 +108,7 @@ class PackageFunction:
 
     @property
     def target(self):
+        """The target the function is built for (its plan's)."""
         return self.plan.target
 
     def _check_arguments_cover_logic(self):
@@ -210,6 +218,12 @@ def _has_text(path: Path, text: str) -> bool:
 
 
 class Package:
+    """Functions added from nests, schedules or plans, built together into one native package.
+
+    `add` each function (with its arguments, a base name and optionally parameter values),
+    then `build` writes and compiles the package and returns it loaded.
+    """
+
     Format = Format
     Mode = Mode
     Platform = Platform
@@ -257,7 +271,20 @@ class Package:
 
     @property
     def functions(self) -> list:
+        """The functions added so far (PackageFunction: `.name`, `.base_name`, `.parameters`)."""
         return list(self._functions)
+
+    def __repr__(self) -> str:
+        if not self._functions:
+            return "<accpy.Package: no functions yet (add some with Package.add)>"
+        rows = []
+        for f in self._functions:
+            sig = ", ".join(i.name for i in f.infos)
+            params = ", ".join(f"{k}={v}" for k, v in f.parameters.items())
+            rows.append(f"  {f.base_name or '(no base name)'}({sig}) -> {f.name}"
+                        f"{'  [' + params + ']' if params else ''}  target {f.target.name}")
+        n = len(self._functions)
+        return f"<accpy.Package: {n} function{'s' if n != 1 else ''}\n" + "\n".join(rows) + ">"
 
     def build(self, name: str, format: Format = Format.DEFAULT, mode: Mode = Mode.RELEASE,
               platform: Platform = Platform.HOST, tolerance: float = 1e-5, output_dir=None,
@@ -371,6 +398,7 @@ class Package:
             files["python_module_source"] = module_cpp
 
             def job():
+                """Build the Python module and publish it in output_dir (if still this build's)."""
                 # the kernels are linked in from the cache's archive (immutable once published),
                 # not from output_dir, which a concurrent build may be rewriting
                 path, seconds, cached = compile_cxx_module(msrc, ["-fopenmp"] if openmp else [], lib.static, lib.key,

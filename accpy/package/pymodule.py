@@ -94,6 +94,7 @@ class ModuleBuild:
             self._error = e
 
     def wait(self):
+        """Wait for the build; returns the module's path or raises the build's error."""
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -101,6 +102,7 @@ class ModuleBuild:
 
     @property
     def done(self) -> bool:
+        """Has the build finished (successfully or not)?"""
         return not self._thread.is_alive()
 
 

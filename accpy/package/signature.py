@@ -22,6 +22,8 @@ c_name_problem = argument_name_problem
 
 @dataclass(frozen=True)
 class ArgInfo:
+    """One argument of a package function, as every writer (header, .hat, binders) sees it."""
+
     name: str
     kind: int
     dtype: ScalarType
@@ -33,21 +35,26 @@ class ArgInfo:
 
     @property
     def written(self) -> bool:
+        """Does the function write this argument (INPUT_OUTPUT or OUTPUT)?"""
         return self.role in ("input_output", "output")
 
     @property
     def is_array(self) -> bool:
+        """Is it an array (passed by pointer)?"""
         return self.kind == KIND_ARRAY
 
     def c_decl_type(self) -> str:
+        """Its C type in declarations (`float*`, `int64_t`)."""
         t = self.dtype.c_name
         return f"{t}*" if self.is_array else t
 
     def hat_declared_type(self) -> str:
+        """Its type as the .hat's `declared_type`."""
         t = self.dtype.hat_name
         return f"{t}*" if self.is_array else t
 
     def binder_tuple(self, position_of: dict) -> tuple:
+        """The description the binders check calls against (native/accpy_pyargs.hpp parse_signature)."""
         shape = [s if isinstance(s, int) else -(position_of[s] + 1) for s in self.shape]
         return (self.name, self.kind, self.dtype.dtype.name if self.dtype is not ScalarType.bfloat16 else "uint16",
                 shape, self.layout, list(self.strides), self.written, self.role)
@@ -110,6 +117,7 @@ def describe_arguments(args) -> list:
 
 
 def position_map(infos) -> dict:
+    """{argument name: position}."""
     return {i.name: k for k, i in enumerate(infos)}
 
 

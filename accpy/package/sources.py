@@ -18,6 +18,7 @@ from .signature import KIND_ARRAY
 
 
 def runtime_text() -> str:
+    """native/accpy_runtime.h, inlined at the top of every package's C."""
     return native_file("accpy_runtime.h").read_text()
 
 
@@ -206,6 +207,7 @@ def intrinsic_includes(functions) -> list:
 
 
 def uses_gemmini(functions) -> bool:
+    """Do the functions call Gemmini's intrinsics (so the package links its model)?"""
     from ..targets.gemmini import HEADER
 
     return HEADER in intrinsic_includes(functions)
@@ -323,6 +325,7 @@ def declarations(pkg_name: str, functions) -> str:
 
 
 def header(pkg_name: str, functions) -> str:
+    """`name.h`: the declarations behind an include guard."""
     guard = f"__{pkg_name}_H__"
     return f"#ifndef {guard}\n#define {guard}\n\n{declarations(pkg_name, functions)}\n\n#endif /* {guard} */\n"
 
