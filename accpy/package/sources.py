@@ -45,7 +45,7 @@ def _feature_check(pf, target) -> list:
         return []
     cond = " && ".join(f'__builtin_cpu_supports({c_string(n)})' for n in names)
     args = ", ".join(f'__builtin_cpu_supports({c_string(n)}) ? "" : {c_string(" " + n)}' for n in names)
-    fmt = c_string("%s was built for target %s; this CPU lacks" + "%s" * len(names) +
+    fmt = c_string("%s: built for target %s, but this CPU lacks" + "%s" * len(names) +
                    " (rebuild it for acc.Target.HOST to run it here)")
     return [
         "    __builtin_cpu_init();",
