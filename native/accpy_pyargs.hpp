@@ -58,13 +58,17 @@ inline PyObject* kernel_error_type() {
 
 class Kernel {
 public:
-    Kernel(std::string name, std::vector<ArgSpec> sig, PackedFn fn, ErrorFn err)
-        : name_(std::move(name)), sig_(std::move(sig)), fn_(fn), err_(err) {}
+    // `display`: the name messages use, the function's base name (what users call it by),
+    // not its hashed full name; the full name when empty.
+    Kernel(std::string name, std::vector<ArgSpec> sig, PackedFn fn, ErrorFn err, std::string display = "")
+        : name_(std::move(name)), display_(display.empty() ? name_ : std::move(display)), sig_(std::move(sig)),
+          fn_(fn), err_(err) {}
 
     const std::string& name() const { return name_; }
 
-    std::string signature_text() const {
-        std::string s = name_ + "(";
+    // `full`: with the function's full (hashed) name, else the name users call it by
+    std::string signature_text(bool full = false) const {
+        std::string s = (full ? name_ : display_) + "(";
         for (size_t k = 0; k < sig_.size(); ++k) s += (k ? ", " : "") + sig_[k].name;
         return s + ")";
     }
@@ -135,7 +139,9 @@ public:
             const char* msg = err_ ? err_() : nullptr;
             std::string text = msg ? std::string(msg) : std::string("the kernel reported an error");
             // messages from the kernel usually start with its name already
-            if (text.compare(0, name_.size() + 1, name_ + ":") != 0) text = name_ + ": " + text;
+            if (text.compare(0, display_.size() + 1, display_ + ":") != 0 &&
+                text.compare(0, name_.size() + 1, name_ + ":") != 0)
+                text = display_ + ": " + text;
             PyErr_SetString(kernel_error_type(), text.c_str());
             throw py::error_already_set();
         }
@@ -292,7 +298,7 @@ private:
             throw py::value_error("argument '" + a.name + "': the array's data is not aligned to its element size");
         }
         if (a.written && !arr.writeable()) {
-            throw py::value_error("argument '" + a.name + "' (" + a.role + ") is written by " + name_ +
+            throw py::value_error("argument '" + a.name + "' (" + a.role + ") is written by " + display_ +
                                   " but the array is read-only");
         }
         keep = arr;
@@ -308,7 +314,7 @@ private:
                 if (b < a && sig_[b].written) continue;  // reported once
                 if (overlaps(arrays[a], arrays[b])) {
                     throw py::value_error("arguments '" + sig_[a].name + "' and '" + sig_[b].name +
-                                          "' share memory, but '" + sig_[a].name + "' is written by " + name_ +
+                                          "' share memory, but '" + sig_[a].name + "' is written by " + display_ +
                                           "; pass a copy");
                 }
             }
@@ -335,6 +341,7 @@ private:
     }
 
     std::string name_;
+    std::string display_;
     std::vector<ArgSpec> sig_;
     PackedFn fn_;
     ErrorFn err_;
@@ -364,7 +371,7 @@ inline void bind_kernel_class(py::module_& m) {
     py::class_<Kernel>(m, "Kernel")
         .def("__call__", &Kernel::call)
         .def_property_readonly("name", &Kernel::name)
-        .def("__repr__", [](const Kernel& k) { return "<accpy kernel " + k.signature_text() + ">"; });
+        .def("__repr__", [](const Kernel& k) { return "<accpy kernel " + k.signature_text(true) + ">"; });
 }
 
 }  // namespace accpy

@@ -20,7 +20,9 @@ extern "C" void* accpy_pymodule_create(const char* name, const char* doc, const 
         py::class_<accpy::Kernel>(m, "Kernel", py::module_local())
             .def("__call__", &accpy::Kernel::call)
             .def_property_readonly("name", &accpy::Kernel::name)
-            .def("__repr__", [](const accpy::Kernel& k) { return "<accpy kernel " + k.signature_text() + ">"; });
+            .def("__repr__", [](const accpy::Kernel& k) { return "<accpy kernel " + k.signature_text(true) + ">"; });
+        py::object loads = py::module_::import("json").attr("loads");
+        py::dict variants;  // full name -> parameter values
         for (int f = 0; f < nfns; ++f) {
             const accpy_fn_desc& fn = fns[f];
             std::vector<accpy::ArgSpec> sig;
@@ -37,11 +39,23 @@ extern "C" void* accpy_pymodule_create(const char* name, const char* doc, const 
                 s.role = a.role;
                 sig.push_back(std::move(s));
             }
-            m.attr(fn.full_name) = py::cast(accpy::Kernel(fn.full_name, std::move(sig), fn.packed, last_error));
-            if (fn.base_name && fn.base_name[0] && !py::hasattr(m, fn.base_name)) {
-                m.attr(fn.base_name) = m.attr(fn.full_name);
+            const bool has_base = fn.base_name && fn.base_name[0];
+            m.attr(fn.full_name) = py::cast(accpy::Kernel(fn.full_name, std::move(sig), fn.packed, last_error,
+                                                          has_base ? fn.base_name : ""));
+            variants[py::str(fn.full_name)] = loads(fn.parameters && fn.parameters[0] ? fn.parameters : "{}");
+            if (has_base && !py::hasattr(m, fn.base_name)) {
+                if (fn.alias_error && fn.alias_error[0]) {
+                    // several variants share the base name: calling it is an error listing them
+                    std::string msg = fn.alias_error;
+                    m.attr(fn.base_name) = py::cpp_function(
+                        [msg](py::args, py::kwargs) -> py::object { throw py::type_error(msg); },
+                        py::name(fn.base_name));
+                } else {
+                    m.attr(fn.base_name) = m.attr(fn.full_name);
+                }
             }
         }
+        m.attr("variants") = variants;
         return m.release().ptr();
     } catch (py::error_already_set& e) {
         e.restore();

@@ -35,6 +35,8 @@ typedef struct accpy_fn_desc {
     int nargs;
     const accpy_arg_desc* args;
     int (*packed)(void**);
+    const char* parameters;  /* the variant's parameter values, as a JSON object */
+    const char* alias_error; /* non-empty: base_name names several variants; calling it raises this */
 } accpy_fn_desc;
 
 /* Creates the module object (called by PyInit_<name>); NULL with a Python error set on failure. */

@@ -232,4 +232,72 @@ __attribute__((unused)) static const char* accpy_take_error(void) {
     return accpy_error_text;
 }
 
+/* ---- runtime-sized arrays ------------------------------------------------------------ */
+/* Sizes come from int64 arguments that a C caller may set to anything: every size is
+ * checked (no negative dimension, no overflow of size_t) before it is allocated or copied,
+ * and a bad one is an error naming the array and its shape, never a short allocation. */
+
+/* The bytes spanned by an array of `n` dimensions `dims` of `elem`-byte elements (`strides`
+ * in elements, or NULL for a dense array) in *bytes; 0 with an error set, naming `what`,
+ * when a dimension is negative or the size does not fit. */
+__attribute__((unused)) static int accpy_array_bytes(const char* what, size_t elem, int n, const int64_t* dims,
+                                                     const int64_t* strides, size_t* bytes) {
+    char shape[320];
+    size_t len = 0;
+    int negative = 0, empty = 0, overflow = 0;
+    shape[0] = 0;
+    for (int d = 0; d < n && len < sizeof shape - 32; ++d) {
+        len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", d ? ", " : "(", (long long)dims[d]);
+        negative |= dims[d] < 0;
+        empty |= dims[d] == 0;
+    }
+    snprintf(shape + len, sizeof shape - len, n == 1 ? ",)" : n ? ")" : "()");
+    if (negative) {
+        accpy_set_error("cannot allocate %s of shape %s: a dimension is negative", what, shape);
+        return 0;
+    }
+    uint64_t count = 1;
+    if (empty) {
+        count = 0;
+    } else if (!strides) {
+        for (int d = 0; d < n; ++d) overflow |= __builtin_mul_overflow(count, (uint64_t)dims[d], &count);
+    } else {
+        for (int d = 0; d < n; ++d) {
+            uint64_t span;
+            overflow |= strides[d] < 0;
+            overflow |= __builtin_mul_overflow((uint64_t)(dims[d] - 1), (uint64_t)strides[d], &span);
+            overflow |= __builtin_add_overflow(count, span, &count);
+        }
+    }
+    size_t total = 0;
+    overflow |= __builtin_mul_overflow(count, (uint64_t)elem, &total);
+    /* room to round up to 64 bytes, and offsets that still fit in int64 */
+    overflow |= total > (size_t)INT64_MAX - 64;
+    if (overflow) {
+        accpy_set_error("cannot allocate %s of shape %s (%zu-byte elements): its size in bytes overflows",
+                        what, shape, elem);
+        return 0;
+    }
+    *bytes = total;
+    return 1;
+}
+
+/* A 64-byte-aligned block for such an array (zeroed when `zero`), or NULL with an error set. */
+__attribute__((unused)) static void* accpy_alloc_array(const char* what, size_t elem, int zero, int n,
+                                                       const int64_t* dims) {
+    size_t bytes;
+    if (!accpy_array_bytes(what, elem, n, dims, NULL, &bytes)) return NULL;
+    size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
+    void* p = aligned_alloc(64, rounded);
+    if (!p) {
+        accpy_set_error("out of memory allocating %s (%zu bytes)", what, bytes);
+        return NULL;
+    }
+    if (zero) memset(p, 0, rounded);
+    return p;
+}
+
+/* (a name no user argument can shadow, unlike `free`) */
+__attribute__((unused)) static void accpy_free(void* p) { free(p); }
+
 #endif /* ACCPY_RUNTIME_H */

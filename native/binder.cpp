@@ -17,17 +17,19 @@ static void* open_library(const std::string& path) {
 }
 
 static accpy::Kernel load_kernel(const std::string& lib, const std::string& symbol, const std::string& error_symbol,
-                                 py::list signature) {
+                                 py::list signature, const std::string& display_name) {
     void* h = open_library(lib);
     auto fn = reinterpret_cast<accpy::PackedFn>(dlsym(h, (symbol + "__packed").c_str()));
     if (!fn) throw std::runtime_error("symbol " + symbol + "__packed not found in " + lib);
     auto err = reinterpret_cast<accpy::ErrorFn>(dlsym(h, error_symbol.c_str()));
-    return accpy::Kernel(symbol, accpy::parse_signature(signature), fn, err);
+    return accpy::Kernel(symbol, accpy::parse_signature(signature), fn, err, display_name);
 }
 
 PYBIND11_MODULE(_binder, m) {
     m.doc() = "Generic binder: load a kernel from a built accpy library by its signature.";
+    // the interface version accpy/package/loader.py expects (a stale build is rebuilt there)
+    m.attr("ABI") = 2;
     accpy::bind_kernel_class(m);
     m.def("load_kernel", &load_kernel, py::arg("library"), py::arg("symbol"), py::arg("error_symbol"),
-          py::arg("signature"));
+          py::arg("signature"), py::arg("display_name") = "");
 }

@@ -431,7 +431,7 @@ def test_misaligned_array_is_rejected(impl):
 def test_read_only_output_is_rejected(impl):
     m, n, x, y, s = _axpy_args()
     y.flags.writeable = False
-    with pytest.raises(ValueError, match=r"argument 'Y' \(input_output\) is written by axpy_[0-9a-f]{16} but the "
+    with pytest.raises(ValueError, match=r"argument 'Y' \(input_output\) is written by axpy but the "
                                          r"array is read-only"):
         impl.axpy(m, n, x, y, s)
     b = np.broadcast_to(np.zeros(3, np.int32), (4, 3))
@@ -650,7 +650,7 @@ def test_debug_mode_reports_the_first_differing_index(tmp_path, monkeypatch, cap
     with pytest.raises(acc.KernelError, match=r"DEBUG mode: C\[3, 2\] differs from the reference \(unscheduled\) "
                                               r"result: expected [-\d.e+]+, got [-\d.e+]+") as e:
         lib.mm(*vals.values())
-    assert str(e.value).startswith(f"{lib.mm.name}: ")
+    assert str(e.value).startswith("mm: ")  # the name the user calls it by, not the hashed name
     assert "C[3, 2]" in capfd.readouterr().err  # also printed, as Accera does
     # the array holds the scheduled (wrong) result; the rest is right
     assert vals["C"][3, 2] != pytest.approx(want[3, 2])

@@ -190,3 +190,94 @@ def test_driver_catches_an_out_of_bounds_kernel(tmp_path, monkeypatch):
                        env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
     assert r.returncode != 0
     assert "heap-buffer-overflow" in r.stderr
+
+
+# -- runtime sizes that do not fit: an error naming the array, never a short allocation ------------
+
+RUNTIME_SIZES_SRC = r'''
+import ctypes, sys
+import numpy as np
+import accpy as acc
+
+out = sys.argv[1]
+M, N = acc.create_dimensions()
+X = acc.Array(role=acc.Role.INPUT, name="X", shape=(1,))
+Y = acc.Array(role=acc.Role.INPUT_OUTPUT, name="Y", shape=(1,))
+T = acc.Array(role=acc.Role.TEMP, name="T", shape=(M, N))  # runtime-sized: on the heap
+nest = acc.Nest(shape=(M, N))
+i, j = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    T[i, j] = X[0] * 2.0
+    Y[0] += T[i, j]
+
+# DEBUG mode copies the written runtime-sized array Z before the reference run
+Z = acc.Array(role=acc.Role.INPUT_OUTPUT, name="Z", shape=(M, N))
+nest2 = acc.Nest(shape=(M, N))
+i2, j2 = nest2.get_indices()
+
+@nest2.iteration_logic
+def _():
+    Z[i2, j2] += 1.0
+
+pkg = acc.Package()
+f = pkg.add(nest, args=(M, N, X, Y), base_name="tmp")
+pkg.build("sizes", output_dir=out, python_module=False)
+dbg = acc.Package()
+g = dbg.add(nest2, args=(M, N, Z), base_name="inc")
+dbg.build("dbgsizes", output_dir=out, python_module=False, mode=acc.Package.Mode.DEBUG)
+lib = acc.load(out, name="sizes")
+x, y = np.ones(1, np.float32), np.zeros(1, np.float32)
+lib.tmp(3, 5, x, y)
+assert y[0] == 30, y
+for m, n in ((2 ** 62 + 16, 1), (2 ** 61, 2 ** 3), (2 ** 63 - 1, 2 ** 63 - 1)):
+    try:
+        lib.tmp(m, n, x, y)
+        print("no error for", m, n)
+    except acc.KernelError as e:
+        print("KernelError", e)
+so = ctypes.CDLL(f"{out}/libsizes.so")
+so.sizes_last_error.restype = ctypes.c_char_p
+P = ctypes.POINTER(ctypes.c_float)
+fn = getattr(so, f.name)
+fn.argtypes = [ctypes.c_int64, ctypes.c_int64, P, P]
+for m, n in ((-3, -5), (-1, 4), (2 ** 62 + 16, 1)):
+    fn(m, n, x.ctypes.data_as(P), y.ctypes.data_as(P))
+    print("C", m, n, so.sizes_last_error())
+so2 = ctypes.CDLL(f"{out}/libdbgsizes.so")
+so2.dbgsizes_last_error.restype = ctypes.c_char_p
+fn2 = getattr(so2, g.name)
+fn2.argtypes = [ctypes.c_int64, ctypes.c_int64, P]
+z = np.zeros(4, np.float32)
+for m, n in ((2 ** 62, 4), (-2, 2), (0, 5)):
+    fn2(m, n, z.ctypes.data_as(P))
+    print("D", m, n, so2.dbgsizes_last_error())
+print("done")
+'''
+
+
+def test_runtime_sizes_that_overflow_are_errors_not_crashes(tmp_path):
+    """Temporaries and DEBUG copies sized by runtime dimensions: a negative dimension or a
+    size whose byte count overflows is a KernelError naming the array and its shape
+    (the kernel runs in a subprocess: a wrapped size would crash it)."""
+    env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                           os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", RUNTIME_SIZES_SRC, str(tmp_path / "out")], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert lines[-1] == "done"
+    assert lines[0] == ("KernelError tmp: cannot allocate the temporary T of shape (4611686018427387920, 1) "
+                        "(4-byte elements): its size in bytes overflows")
+    assert lines[1].startswith("KernelError tmp: cannot allocate the temporary T of shape (2305843009213693952, 8)")
+    assert lines[2].startswith("KernelError tmp: cannot allocate the temporary T of shape "
+                               "(9223372036854775807, 9223372036854775807)")
+    assert lines[3] == "C -3 -5 b'cannot allocate the temporary T of shape (-3, -5): a dimension is negative'"
+    assert lines[4] == "C -1 4 b'cannot allocate the temporary T of shape (-1, 4): a dimension is negative'"
+    assert lines[5].startswith("C 4611686018427387920 1 b'cannot allocate the temporary T of shape")
+    assert lines[6].startswith("D 4611686018427387904 4 b'cannot allocate the DEBUG-mode copy of Z of shape "
+                               "(4611686018427387904, 4)") and lines[6].endswith("overflows'")
+    assert lines[7] == "D -2 2 b'cannot allocate the DEBUG-mode copy of Z of shape (-2, 2): a dimension is negative'"
+    assert lines[8] == "D 0 5 None"  # an empty array is fine

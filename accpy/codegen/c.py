@@ -11,14 +11,11 @@ from typing import Optional
 import numpy as np
 
 from ..ir.affine import to_affine
+from ..ir.names import argument_name_problem, c_comment, c_string
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
 from ..ir.types import ScalarType
 from ..ir.visitor import Visitor, buffers_of, free_vars
-
-_C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto
-if inline int long register restrict return short signed sizeof static struct switch typedef union
-unsigned void volatile while bool true false main NULL""".split())
 
 _SFX = {ScalarType.int8: "i8", ScalarType.int16: "i16", ScalarType.int32: "i32", ScalarType.int64: "i64",
         ScalarType.uint8: "u8", ScalarType.uint16: "u16", ScalarType.uint32: "u32", ScalarType.uint64: "u64",
@@ -88,10 +85,16 @@ def float_literal(v: float, t: ScalarType) -> str:
 
 
 class Names:
-    """Unique C identifiers for IR variables and buffers."""
+    """Unique C identifiers for IR variables and buffers.
+
+    A name that C or the runtime already gives a meaning (a keyword, a math function, a
+    type, an accpy_ helper) gets a suffix: locals (temporaries, caches, loop indices) may
+    be named anything by the user. Function parameters never need one (their names were
+    checked when the function was added to a package), so they keep the user's name.
+    """
 
     def __init__(self):
-        self.taken: set = set(_C_KEYWORDS)
+        self.taken: set = set()
         self.by_obj: dict = {}
 
     def get(self, obj, base: str) -> str:
@@ -101,8 +104,10 @@ class Names:
         name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base) or "v"
         if name[0].isdigit():
             name = "_" + name
+        if argument_name_problem(name):
+            name = "u_" + name  # (a prefix: a reserved prefix such as accpy_ stays reserved with any suffix)
         cand, n = name, 1
-        while cand in self.taken:
+        while cand in self.taken or argument_name_problem(cand):
             cand = f"{name}_{n}"
             n += 1
         self.taken.add(cand)
@@ -364,7 +369,7 @@ class CEmitter:
             self.stmt(x, depth)
 
     def s_Comment(self, s: Comment, depth):
-        self.emit(f"/* {s.text} */", depth)
+        self.emit(c_comment(s.text), depth)
 
     def s_For(self, s: For, depth):
         v = self.var(s.var)
@@ -429,15 +434,18 @@ class CEmitter:
                 self.emit(f"memset({name}, 0, sizeof({name}));", depth)
             self.stmt(s.body, depth)
         else:
-            size = self.expr(total)
-            self.emit(f"{ct}* {name} = ({ct}*)aligned_alloc(64, ((size_t)({size}) * sizeof({ct}) + 63) / 64 * 64);", depth)
-            self.emit(f"if (!{name}) {{", depth)
-            self.emit(f"accpy_set_error(\"out of memory allocating {b.name}\");", depth + 1)
-            self.emit("} else {", depth)
-            if s.zero:
-                self.emit(f"memset({name}, 0, (size_t)({size}) * sizeof({ct}));", depth + 1)
+            # runtime-sized (or large): every size is checked at run time by the runtime
+            # (negative dimensions, size_t overflow), the array named in the error
+            if n is not None and n * max(b.dtype.bits // 8, 1) >= 1 << 62:
+                raise ValueError(f"array {b.name}: {n} elements of {b.dtype.name} cannot be allocated "
+                                 f"(the size in bytes does not fit in memory)")
+            dims = ", ".join(f"(int64_t)({self.expr(d)})" for d in b.shape) or "1"
+            what = c_string(f"the temporary {b.name}")
+            self.emit(f"{ct}* {name} = ({ct}*)accpy_alloc_array({what}, sizeof({ct}), {1 if s.zero else 0}, "
+                      f"{max(len(b.shape), 1)}, (const int64_t[]){{{dims}}});", depth)
+            self.emit(f"if ({name}) {{", depth)
             self.stmt(s.body, depth + 1)
-            self.emit(f"free({name});", depth + 1)
+            self.emit(f"accpy_free({name});", depth + 1)
             self.emit("}", depth)
 
     def s_Evaluate(self, s: Evaluate, depth):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import LogicError
 from ..ir.expr import Buffer, Const, Expr, Var, idx_op
+from ..ir.names import check_name
 from ..ir.types import ScalarType
 from .logic import Access, Value, lift, record_assignment
 from .naming import assigned_names, inferred_or_generated
@@ -57,6 +58,8 @@ class Dimension(Value):
             raise ValueError(f"role: a Dimension is INPUT or OUTPUT, got {role!r}")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name: expected a string, got {type(name).__name__} {name!r}")
+        if name:
+            check_name(name, "name")
         self.name_given = bool(name)
         self.name = name or inferred_or_generated("dim")
         self.role = Role.INPUT
@@ -141,6 +144,8 @@ class Array:
                  layout=_Layout.FIRST_MAJOR, offset: int = 0, shape=None):
         if not isinstance(role, Role):
             raise TypeError(f"role: expected an acc.Role (INPUT, INPUT_OUTPUT, OUTPUT, CONST, TEMP), got {role!r}")
+        if name:
+            check_name(name, "name")
         self.name_given = bool(name)
         self.role = role
         self.name = name or inferred_or_generated("array")
@@ -305,6 +310,8 @@ class Scalar(Value):
         t = scalar_type(element_type if element_type is not None else ScalarType.float32)
         if role is not Role.INPUT:
             raise NotImplementedError("Scalar: only INPUT scalars are supported")
+        if name:
+            check_name(name, "name")
         self.name_given = bool(name)
         self.name = name or inferred_or_generated("scalar")
         self.role = role

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
+import logging
 import os
 import shutil
 import subprocess
@@ -31,6 +33,7 @@ BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fop
 
 @functools.lru_cache(maxsize=None)
 def compiler_identity(cc: str) -> str:
+    """The first line of `cc --version` (part of every cache key)."""
     try:
         out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
         return out.stdout.splitlines()[0] if out.stdout else cc
@@ -39,6 +42,7 @@ def compiler_identity(cc: str) -> str:
 
 
 def cache_key(*parts: str) -> str:
+    """32 hex digits of sha256 over `parts`."""
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode())
@@ -46,11 +50,35 @@ def cache_key(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
+def _umask() -> int:
+    """The process's umask (read without changing it where the system allows)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # (elsewhere: set and restore)
+    os.umask(mask)
+    return mask
+
+
+def file_mode(executable: bool = False) -> int:
+    """The mode a new file gets from open(): 0666 (0777 for executables) less the umask.
+
+    (mkstemp creates 0600 files; published outputs are ordinary files.)
+    """
+    return (0o777 if executable else 0o666) & ~_umask()
+
+
 def write_atomic(path: Path, data) -> None:
+    """Write `data` (str or bytes) to `path` through a temporary file and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
@@ -88,20 +116,22 @@ def output_lock(directory: Path, name: str):
 
 
 def remove_file(path: Path) -> None:
+    """Remove `path` if it exists."""
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
 
 
-def copy_atomic(src: Path, dst: Path) -> None:
+def copy_atomic(src: Path, dst: Path, executable: bool = True) -> None:
+    """Copy `src` to `dst` through a temporary file and a rename (mode from the umask)."""
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix="." + dst.name + ".", suffix=".tmp")
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, file_mode(executable))
         os.replace(tmp, dst)
     except BaseException:
         if os.path.exists(tmp):
@@ -120,6 +150,8 @@ def _run(cmd: list, display_path: str, src_path: str, what: str) -> None:
 
 @dataclass
 class Library:
+    """A compiled package in the cache: its shared library and static archive."""
+
     key: str
     shared: Path
     static: Optional[Path]
@@ -128,7 +160,135 @@ class Library:
     flags: list
 
 
+MANIFEST = "manifest.json"
+log = logging.getLogger("accpy")
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's content (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_manifest(entry: Path) -> None:
+    """Record the size and hash of every file of a cache entry (before it is published)."""
+    files = {p.name: {"size": p.stat().st_size, "sha256": file_digest(p)}
+             for p in sorted(entry.iterdir()) if p.is_file() and p.name != MANIFEST}
+    write_atomic(entry / MANIFEST, json.dumps(files, indent=1, sort_keys=True))
+
+
+def entry_problem(entry: Path, needed: list) -> Optional[str]:
+    """Why the cache entry `entry` cannot be used (a file missing, truncated or changed), or None."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+    except (OSError, ValueError) as e:
+        return f"its manifest cannot be read ({e.__class__.__name__})"
+    for name in needed:
+        rec = manifest.get(name) if isinstance(manifest, dict) else None
+        if not isinstance(rec, dict):
+            return f"{name} is not in its manifest"
+        path = entry / name
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if size != rec.get("size"):
+            return f"{name} has {size} bytes, {rec.get('size')} were written"
+        if file_digest(path) != rec.get("sha256"):
+            return f"{name} does not have the content that was written (hash mismatch)"
+    return None
+
+
+def _cache_hit(final: Path, needed: list) -> bool:
+    """Is the cache entry `final` present and intact? A damaged one is removed (and said so)."""
+    if not final.exists():
+        return False
+    why = entry_problem(final, needed)
+    if why is None:
+        return True
+    log.warning("accpy build cache: %s is damaged (%s); rebuilding it", final, why)
+    _discard(final)
+    return False
+
+
+def _discard(entry: Path) -> None:
+    """Remove a cache entry: renamed away first, so no other process sees it half-deleted."""
+    gone = entry.parent / f".stale-{entry.name}-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        os.rename(entry, gone)
+    except OSError:
+        return  # already replaced or removed by another process
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+# A build works in a private `.build-*` directory that it holds a lock on (flock, released by
+# the kernel when the process dies): a directory nobody holds is left by a killed build.
+STALE_AGE = 10.0  # seconds; a directory younger than that may not be locked by its owner yet
+
+
+@contextlib.contextmanager
+def build_directory(parent: Path):
+    """A private directory under `parent` for one build, removed afterwards.
+
+    Directories left there by builds that were killed are removed first.
+    """
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_builds(parent)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".build-"))
+    fd = _lock_dir(tmp, blocking=True)
+    try:
+        yield tmp
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+
+
+def _lock_dir(path: Path, blocking: bool) -> Optional[int]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no stale-directory detection
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def clean_stale_builds(parent: Path) -> list:
+    """Remove `.build-*` directories under `parent` whose build is dead; returns them."""
+    removed = []
+    try:
+        cands = [p for p in Path(parent).iterdir() if p.name.startswith((".build-", ".stale-"))]
+    except OSError:
+        return removed
+    for d in cands:
+        try:
+            if time.time() - d.stat().st_mtime < STALE_AGE:
+                continue
+            fd = _lock_dir(d, blocking=False) if d.name.startswith(".build-") else None
+        except OSError:
+            continue  # held by a live build (or just removed)
+        try:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return removed
+
+
 def _publish(tmp: Path, final: Path) -> None:
+    """Publish a finished build directory as the cache entry `final` (with its manifest)."""
+    _write_manifest(tmp)
     try:
         os.rename(tmp, final)
     except OSError:
@@ -141,16 +301,11 @@ def _cached_object(kind: str, compiler: str, flags: list, src: Path, texts: list
     key = cache_key(*texts, " ".join(flags), compiler_identity(compiler))
     final = cache_dir() / kind / key
     obj = final / (src.stem + ".o")
-    if obj.exists():
+    if _cache_hit(final, [obj.name]):
         return obj
-    (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / kind, prefix=".build-"))
-    try:
+    with build_directory(cache_dir() / kind) as tmp:
         _run([compiler, *flags, "-c", str(src), "-o", str(tmp / obj.name)], display, str(src), what)
         _publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return obj
 
 
@@ -185,13 +340,11 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
     key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs])
     final = cache_dir() / "lib" / key
     so, ar = final / "lib.so", final / "lib.a"
-    if so.exists() and ar.exists():
+    if _cache_hit(final, ["lib.so", "lib.a"]):
         return Library(key, so, ar, True, 0.0, cflags)
     t0 = time.perf_counter()
-    (cache_dir() / "lib").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "lib", prefix=".build-"))
     texts = list(units) if units else [source]
-    try:
+    with build_directory(cache_dir() / "lib") as tmp:
         srcs = []
         for k, text in enumerate(texts):
             src = tmp / (f"kernel{k}.c" if len(texts) > 1 else "kernel.c")
@@ -201,6 +354,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         done = [0]
 
         def one(k):
+            """Compile unit k."""
             _run([CC, *cflags, "-c", str(srcs[k]), "-o", str(objs[k])], display_path, str(srcs[k]), "compiling")
             done[0] += 1
             if progress is not None:
@@ -217,10 +371,9 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         _run([CC, "-shared", *map(str, objs), "-o", str(tmp / "lib.so"), "-lm", "-lpthread"] +
              (["-fopenmp"] if openmp else []), display_path, str(srcs[0]), "linking")
         _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
+        for p in srcs + objs[:len(srcs)]:
+            p.unlink()  # (the entry holds what is used: the library and the archive)
         _publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return Library(key, so, ar, False, time.perf_counter() - t0, cflags)
 
 
@@ -286,11 +439,9 @@ def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str,
     key = cache_key(source, " ".join(cxxflags), lib_key, core_key, compiler_identity(CXX))
     final = cache_dir() / "mod" / key
     out = final / f"module{suffix}"
-    if out.exists():
+    if _cache_hit(final, [out.name]):
         return out, 0.0, True
-    (cache_dir() / "mod").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "mod", prefix=".build-"))
-    try:
+    with build_directory(cache_dir() / "mod") as tmp:
         src = tmp / "module.cpp"
         src.write_text(source)
         _run([CXX, *cxxflags, "-c", str(src), "-o", str(tmp / "module.o")], display_path, str(src),
@@ -299,9 +450,6 @@ def compile_cxx_module(source: str, flags: list, static_lib: Path, lib_key: str,
               "-lm", "-lpthread", "-o", str(tmp / f"module{suffix}")], display_path, str(src), "linking the Python module")
         (tmp / "module.o").unlink()
         _publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out, time.perf_counter() - t0, False
 
 
@@ -320,15 +468,10 @@ def compile_cxx_module_standalone() -> Path:
     key = cache_key(src, " ".join(flags), compiler_identity(CXX))
     final = cache_dir() / "binder" / key
     out = final / f"_binder{suffix}"
-    if out.exists():
+    if _cache_hit(final, [out.name]):
         return out
-    (cache_dir() / "binder").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir() / "binder", prefix=".build-"))
-    try:
+    with build_directory(cache_dir() / "binder") as tmp:
         _run([CXX, *flags, str(native_dir() / "binder.cpp"), "-o", str(tmp / f"_binder{suffix}"), "-ldl"],
              "native/binder.cpp", str(native_dir() / "binder.cpp"), "compiling the binder")
         _publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -9,7 +9,7 @@ import platform
 import re
 
 from .signature import KIND_ARRAY, KIND_DIM
-from .sources import declarations
+from .sources import declarations, recorded_parameters
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -84,7 +84,8 @@ def _arg_table(info) -> dict:
 
 
 def hat_text(pkg_name: str, functions, description: dict, library_file: str, static_file: str,
-             compiler: str, flags: list, openmp: bool, target) -> str:
+             compiler: str, flags: list, openmp: bool, target, library_record: dict = None) -> str:
+    """The package's .hat text; `library_record` ({size, sha256} of the library) is recorded for acc.load."""
     guard = pkg_name.replace(".", "_")
     out = [f"#ifndef __{guard}__", f"#define __{guard}__", "", "#ifdef TOML", ""]
     desc = {"comment": description.get("comment", ""), "author": description.get("author", ""),
@@ -113,7 +114,7 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
         out.append("")
         out.append(f"[functions.{pf.name}.auxiliary.accpy]")
         out.append(f"base_name = {_s(pf.base_name)}")
-        out.append(f"parameters = {_value({k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in (pf.parameters or {}).items()})}")
+        out.append(f"parameters = {_value(recorded_parameters(pf.parameters))}")
         dims = [i.name for i in pf.infos if i.kind == KIND_DIM]
         out.append(f"dimensions = {_value(dims)}")
     out.append("")
@@ -137,6 +138,9 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
     out.append("[dependencies.auxiliary]")
     out.append(f"dynamic = {_s(library_file)}")
     out.append(f"static = {_s(static_file)}")
+    if library_record:
+        out.append(f"accpy_dynamic_size = {int(library_record['size'])}")
+        out.append(f"accpy_dynamic_sha256 = {_s(library_record['sha256'])}")
     out.append("")
     out.append("[compiled_with]")
     out.append(f"compiler = {_s(compiler)}")

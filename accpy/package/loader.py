@@ -12,18 +12,21 @@ from ..ir.types import ScalarType
 from .signature import KIND_ARRAY, KIND_DIM, KIND_SCALAR, ArgInfo, position_map
 
 _BINDER = None
+BINDER_ABI = 2  # native/binder.cpp's `ABI`
 
 
 def get_binder():
-    """accpy._binder, built at install; compiled into the cache if missing (e.g. a bare checkout)."""
+    """accpy._binder, built at install; compiled into the cache if missing or stale (e.g. a bare checkout)."""
     global _BINDER
     if _BINDER is not None:
         return _BINDER
     try:
         from .. import _binder  # type: ignore[attr-defined]
 
-        _BINDER = _binder
-        return _BINDER
+        # built at install: used unless it predates the interface this accpy calls
+        if getattr(_binder, "ABI", None) == BINDER_ABI:
+            _BINDER = _binder
+            return _BINDER
     except ImportError:
         pass
     from .compile import compile_cxx_module_standalone
@@ -44,16 +47,89 @@ def stable_library_path(lib: Path, file_name: Optional[str] = None) -> Path:
     code. A copy named after its content gives each version its own path. `file_name`
     keeps a fixed file name (an extension module's), inside a directory named by content.
     """
-    from .compile import copy_atomic
+    from .compile import copy_atomic, file_digest, log
     from .paths import cache_dir
 
-    data = Path(lib).read_bytes()
-    digest = hashlib.sha256(data).hexdigest()[:32]
+    check_shared_object(lib)
+    full = file_digest(lib)
+    digest = full[:32]
     dst = cache_dir() / "loaded" / (f"{digest}.so" if file_name is None else f"{digest}/{file_name}")
-    if not dst.exists():
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        copy_atomic(lib, dst)
+    if dst.exists():
+        # named after its content: anything else there (a truncated copy) is replaced
+        if dst.stat().st_size == Path(lib).stat().st_size and file_digest(dst) == full:
+            return dst
+        log.warning("accpy build cache: %s is damaged (not the content it is named after); replacing it", dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    copy_atomic(lib, dst)
     return dst
+
+
+class DamagedLibraryError(RuntimeError):
+    """A shared library that cannot be loaded as it is (truncated, or not what was built)."""
+
+
+def check_shared_object(path) -> None:
+    """Refuse a file the dynamic loader would crash on: not ELF, or shorter than its own
+    headers say (a truncated library is mapped past its end: SIGBUS on first use)."""
+    import struct
+
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise DamagedLibraryError(f"{path}: cannot read the library ({e})") from None
+    size = len(data)
+
+    def bad(why: str):
+        """The error for this file, saying why."""
+        return DamagedLibraryError(f"{path} is damaged ({why}); rebuild the package")
+
+    if size < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise bad(f"not a 64-bit little-endian ELF file, {size} bytes")
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
+    if phoff + phnum * phentsize > size or (shnum and shoff + shnum * shentsize > size):
+        raise bad(f"its headers end past its {size} bytes: it is truncated")
+    for k in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize)
+        if p_offset + p_filesz > size:
+            raise bad(f"a segment ends at byte {p_offset + p_filesz}, past its {size} bytes: it is truncated")
+    for k in range(shnum):
+        sh_type, = struct.unpack_from("<I", data, shoff + k * shentsize + 4)
+        sh_offset, sh_size = struct.unpack_from("<QQ", data, shoff + k * shentsize + 0x18)
+        if sh_type != 8 and sh_offset + sh_size > size:  # (8: NOBITS, no bytes in the file)
+            raise bad(f"a section ends at byte {sh_offset + sh_size}, past its {size} bytes: it is truncated")
+
+
+def check_recorded(path: Path, size, sha256: str, what: str) -> None:
+    """`path` has the size and hash recorded when it was written, else DamagedLibraryError."""
+    from .compile import file_digest
+
+    got = path.stat().st_size
+    if size is not None and got != size:
+        raise DamagedLibraryError(f"{what} {path} is damaged: it has {got} bytes, {size} were written; "
+                                  f"rebuild the package")
+    if sha256 and file_digest(path) != sha256:
+        raise DamagedLibraryError(f"{what} {path} is damaged: its content is not what was built (hash "
+                                  f"mismatch); rebuild the package")
+
+
+class AmbiguousAlias:
+    """The base name of several variants (a parameter grid): calling it raises a TypeError
+    that lists them; call a variant by its full name (`variants` holds their names)."""
+
+    def __init__(self, name: str, message: str, variants: list):
+        self.name = name
+        self.variants = list(variants)
+        self._message = message
+
+    def __call__(self, *args, **kwargs):
+        """Always refused: which variant to run is the caller's choice."""
+        raise TypeError(self._message)
+
+    def __repr__(self) -> str:
+        return f"<accpy alias {self.name} of {len(self.variants)} variants: {', '.join(self.variants)}>"
 
 
 class BuiltPackage:
@@ -65,20 +141,34 @@ class BuiltPackage:
 
     def __init__(self, name: str, output_dir: Path, library: Path, functions: list, files: dict,
                  module_build=None):
+        """`functions`: (full name, base name, [ArgInfo], parameters) of each function of `library`."""
+        from .sources import alias_error_text
+
         self.name = name
         self.output_dir = Path(output_dir)
         self.files = files
         self._module_build = module_build
         self._functions = {}
+        #: {full name: parameter values} of every function (the variants of a parameter grid)
+        self.variants = {full: dict(params) for full, _, _, params in functions}
         binder = get_binder()
         lib = str(stable_library_path(library))
         self._library_path = lib
-        for full, base, infos in functions:
+        groups: dict = {}
+        for full, base, infos, _ in functions:
             pos = position_map(infos)
-            k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos])
+            k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos], base or "")
             self._functions[full] = k
-            if base and base not in self._functions:
-                self._functions[base] = k
+            if base and base != full:
+                groups.setdefault(base, []).append(full)
+        for base, fulls in groups.items():
+            if base in self._functions:
+                continue
+            if len(fulls) == 1:
+                self._functions[base] = self._functions[fulls[0]]
+            else:
+                self._functions[base] = AmbiguousAlias(base, alias_error_text(
+                    base, [(f, self.variants[f]) for f in fulls]), fulls)
 
     def __getattr__(self, item):
         fns = self.__dict__.get("_functions", {})
@@ -134,6 +224,7 @@ class BuiltPackage:
 
     @property
     def function_names(self) -> list:
+        """Names of the package's functions: full names, then the unambiguous base-name aliases."""
         return list(self._functions)
 
     def python_module(self, wait: bool = True):
@@ -209,6 +300,9 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
         lib = p.parent / meta["dependencies"]["link_target"]
         if not lib.exists():
             raise FileNotFoundError(f"{p}: its library {lib} does not exist (built with Format.HAT_SOURCE?)")
+        rec = meta["dependencies"].get("auxiliary", {})
+        if "accpy_dynamic_sha256" in rec:  # (checked before the loader maps the file)
+            check_recorded(lib, rec.get("accpy_dynamic_size"), rec["accpy_dynamic_sha256"], "the library")
         lib_copy = stable_library_path(lib)
         mod = p.parent / f"{pkg_name}{suffix}"  # the module built for this interpreter
         mod_copy = stable_library_path(mod, mod.name) if mod.exists() else None
@@ -217,8 +311,8 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
         if any("accpy_kind" not in a for a in table.get("arguments", [])):
             raise ValueError(f"{p}: function {full} was not built by accpy (its arguments lack accpy's "
                              f"metadata); load foreign HAT packages with hatlib")
-        base = table.get("auxiliary", {}).get("accpy", {}).get("base_name", "")
-        functions.append((full, base, _infos_from_hat(table)))
+        aux = table.get("auxiliary", {}).get("accpy", {})
+        functions.append((full, aux.get("base_name", ""), _infos_from_hat(table), aux.get("parameters", {})))
     files = {"hat": p, "shared": lib}
     if mod_copy is not None:
         files["python_module"] = mod_copy

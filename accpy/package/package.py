@@ -11,15 +11,21 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .compile import ProgressBar, CC, compile_c, compile_cxx_module, copy_atomic, output_lock, remove_file, write_atomic
+from ..errors import CompileError
+from .compile import (CC, ProgressBar, compile_c, compile_cxx_module, copy_atomic, file_digest, output_lock,
+                      remove_file, write_atomic)
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
-from .signature import C_RESERVED, CXX_KEYWORDS, describe_arguments, function_hash
-from .sources import c_source, header
+from ..ir.names import check_name, check_symbol_name, reserved_reason
+from .signature import describe_arguments, function_hash
+from .sources import c_source, header, recorded_parameters
 
 
 class Format(enum.Flag):
+    """What `Package.build` writes: HAT_DYNAMIC (libname.so), HAT_STATIC (name.a), HAT_SOURCE
+    (sources and headers only). The MLIR formats are Accera's; accpy emits C and refuses them."""
+
     HAT_DYNAMIC = enum.auto()
     HAT_STATIC = enum.auto()
     HAT_SOURCE = enum.auto()
@@ -32,11 +38,15 @@ class Format(enum.Flag):
 
 
 class Mode(enum.Enum):
+    """RELEASE builds the scheduled code; DEBUG also runs the unscheduled nest and compares."""
+
     RELEASE = "release"
     DEBUG = "debug"
 
 
 class Platform(enum.Enum):
+    """Accera's platforms; accpy builds for HOST (this machine) only."""
+
     HOST = "host"
     WINDOWS = "windows"
     LINUX = "linux"
@@ -98,6 +108,7 @@ class PackageFunction:
 
     @property
     def target(self):
+        """The target the function is built for (its plan's)."""
         return self.plan.target
 
     def _check_arguments_cover_logic(self):
@@ -146,6 +157,66 @@ class PackageFunction:
         return lower_function(Plan(default, self.plan.target), name, self.arg_objs)
 
 
+# Attributes of a loaded package (BuiltPackage, and the Python module): a function alias
+# of the same name would be hidden behind them.
+_ATTRIBUTE_NAMES = {n: "attribute (lib." + n + ")" for n in (
+    "name", "output_dir", "files", "timings", "gemmini", "function_names", "python_module", "variants",
+    "gemmini_counters", "gemmini_reset_counters", "gemmini_reset", "Kernel")}
+
+
+def check_package_name(name) -> str:
+    """`name` if it can name a package (its files, C symbols and Python module), else ValueError."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a package name (a C identifier), got {name!r}")
+    check_name(name, "name")
+    why = reserved_reason(name)
+    if why:
+        raise ValueError(f"name: {name!r} cannot name a package ({why})")
+    return name
+
+
+def package_symbols(pkg_name: str, functions) -> dict:
+    """The global C symbols a package defines besides its aliases, mapped to what each is."""
+    out = {f"{pkg_name}_last_error": f"error function ({pkg_name}_last_error)"}
+    for s in ("gemmini_counters", "gemmini_reset_counters", "gemmini_reset"):
+        out[f"{pkg_name}_{s}"] = f"Gemmini model function ({pkg_name}_{s})"
+    for f in functions:
+        out[f.name] = f"function {f.name}"
+    return out
+
+
+def _check_symbols(pkg_name: str, functions) -> None:
+    """Every function alias can be declared beside the package's own symbols."""
+    taken = package_symbols(pkg_name, functions)
+    for f in functions:
+        if f.base_name and f.base_name != f.name:
+            check_symbol_name(f.base_name, "base_name", taken)
+
+
+def _output_directory(output_dir) -> Path:
+    """`output_dir` (default: the current directory), created if needed; an error naming it if unusable."""
+    out = Path(output_dir if output_dir is not None else os.getcwd())
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output_dir: {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise type(e)(f"output_dir: cannot create {out}: {e.strerror or e}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise PermissionError(f"output_dir: {out} is not writable")
+    return out
+
+
+def _remove_stale_temporaries(out: Path, file_names) -> None:
+    """Temporary files of the package's outputs left by a build that was killed.
+
+    (Called under the package's lock: every writer of these files holds it, so none is live.)
+    """
+    for fn in file_names:
+        for p in out.glob(f".{fn}.*.tmp"):
+            remove_file(p)
+
+
 def _has_text(path: Path, text: str) -> bool:
     try:
         return path.read_text() == text
@@ -154,6 +225,12 @@ def _has_text(path: Path, text: str) -> bool:
 
 
 class Package:
+    """Functions added from nests, schedules or plans, built together into one native package.
+
+    `add` each function (with its arguments, a base name and optionally parameter values),
+    then `build` writes and compiles the package and returns it loaded.
+    """
+
     Format = Format
     Mode = Mode
     Platform = Platform
@@ -167,11 +244,8 @@ class Package:
         plan = _plan_of(source)
         if args is None or not isinstance(args, (tuple, list)):
             raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
-        if base_name and not (isinstance(base_name, str) and base_name.isidentifier() and base_name.isascii()):
-            raise ValueError(f"base_name: {base_name!r} is not a valid C identifier")
-        if base_name and ((base_name in C_RESERVED and base_name != "args") or base_name in CXX_KEYWORDS):
-            raise ValueError(f"base_name: {base_name!r} is a C/C++ keyword or reserved name; the header's "
-                             f"alias `{base_name}` could not be declared")
+        if base_name:
+            check_symbol_name(base_name, "base_name", _ATTRIBUTE_NAMES)
         if parameters is not None and not isinstance(parameters, (dict, list)):
             raise TypeError("parameters: expected a dict (or a list of dicts)")
         if isinstance(parameters, list):
@@ -204,7 +278,20 @@ class Package:
 
     @property
     def functions(self) -> list:
+        """The functions added so far (PackageFunction: `.name`, `.base_name`, `.parameters`)."""
         return list(self._functions)
+
+    def __repr__(self) -> str:
+        if not self._functions:
+            return "<accpy.Package: no functions yet (add some with Package.add)>"
+        rows = []
+        for f in self._functions:
+            sig = ", ".join(i.name for i in f.infos)
+            params = ", ".join(f"{k}={v}" for k, v in f.parameters.items())
+            rows.append(f"  {f.base_name or '(no base name)'}({sig}) -> {f.name}"
+                        f"{'  [' + params + ']' if params else ''}  target {f.target.name}")
+        n = len(self._functions)
+        return f"<accpy.Package: {n} function{'s' if n != 1 else ''}\n" + "\n".join(rows) + ">"
 
     def build(self, name: str, format: Format = Format.DEFAULT, mode: Mode = Mode.RELEASE,
               platform: Platform = Platform.HOST, tolerance: float = 1e-5, output_dir=None,
@@ -219,8 +306,8 @@ class Package:
         t0 = time.perf_counter()
         if not self._functions:
             raise RuntimeError("build: the package has no functions; add some with Package.add")
-        if not (isinstance(name, str) and name.isidentifier() and name.isascii()):
-            raise ValueError(f"name: {name!r} is not a valid package name (a C identifier)")
+        check_package_name(name)
+        _check_symbols(name, self._functions)
         if platform is not Platform.HOST:
             raise ValueError(f"platform: accpy builds for the host only, got {platform}")
         if not isinstance(format, Format):
@@ -233,8 +320,7 @@ class Package:
             raise ValueError(f"python_module: expected 'async', 'sync' or False, got {python_module!r}")
         if not isinstance(tolerance, (int, float)) or tolerance < 0:
             raise ValueError(f"tolerance: expected a number >= 0, got {tolerance!r}")
-        out = Path(output_dir if output_dir is not None else os.getcwd())
-        out.mkdir(parents=True, exist_ok=True)
+        out = _output_directory(output_dir)
         timings = {}
         fns = self._functions
         # several functions (e.g. a parameter grid): one translation unit per core, compiled in parallel
@@ -243,7 +329,6 @@ class Package:
         source, units = source if isinstance(source, tuple) else (source, None)
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
-        write_atomic(files["c"], source)  # first: compiler messages point at this file
         targets = {f.target for f in fns}
         flags = []
         for t in targets:
@@ -261,9 +346,12 @@ class Package:
         module_file = out / f"{name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
         module_cpp = out / f"{name}_module.cpp"
         h_text = header(name, fns)
-        hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target)
+        outputs = (files["c"].name, files["h"].name, files["hat"].name, lib_file, static_file, module_file.name,
+                   module_cpp.name)
         if format == Format.HAT_SOURCE:
+            hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target)
             with output_lock(out, name):
+                _remove_stale_temporaries(out, outputs)
                 write_atomic(files["c"], source)
                 write_atomic(files["h"], h_text)
                 write_atomic(files["hat"], hat)
@@ -276,7 +364,17 @@ class Package:
 
         gemmini = uses_gemmini(fns)
         extra = {"gemmini": True} if gemmini else {}  # (the Gemmini model: one more unit)
-        lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, **extra)
+        try:
+            lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, **extra)
+        except CompileError as e:
+            # the failed source is kept where the compiler's messages point
+            with output_lock(out, name):
+                _remove_stale_temporaries(out, outputs)
+                write_atomic(files["c"], source)
+            raise CompileError(f"{e}\n(output_dir: {out}; the emitted source is kept at {files['c']})") from None
+        # the .hat records the library's size and hash: acc.load checks them before loading it
+        hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target,
+                       library_record={"size": lib.shared.stat().st_size, "sha256": file_digest(lib.shared)})
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
@@ -285,13 +383,14 @@ class Package:
         # leave one build's files, not a mix); an earlier build's module is removed until this
         # build's module is ready, so that nothing loads a module that does not match the .hat.
         with output_lock(out, name):
+            _remove_stale_temporaries(out, outputs)
             write_atomic(files["c"], source)
             write_atomic(files["h"], h_text)
             write_atomic(files["hat"], hat)
             copy_atomic(lib.shared, files["shared"])
             if format & Format.HAT_STATIC:
                 files["static"] = out / static_file
-                copy_atomic(lib.static, files["static"])
+                copy_atomic(lib.static, files["static"], executable=False)
             else:
                 remove_file(out / static_file)
             remove_file(module_file)
@@ -306,6 +405,7 @@ class Package:
             files["python_module_source"] = module_cpp
 
             def job():
+                """Build the Python module and publish it in output_dir (if still this build's)."""
                 # the kernels are linked in from the cache's archive (immutable once published),
                 # not from output_dir, which a concurrent build may be rewriting
                 path, seconds, cached = compile_cxx_module(msrc, ["-fopenmp"] if openmp else [], lib.static, lib.key,
@@ -322,7 +422,7 @@ class Package:
             module_build = ModuleBuild(job)
             if python_module == "sync":
                 module_build.wait()
-        fn_desc = [(f.name, f.base_name, f.infos) for f in fns]
+        fn_desc = [(f.name, f.base_name, f.infos, recorded_parameters(f.parameters)) for f in fns]
         # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
         built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
         built.gemmini = gemmini

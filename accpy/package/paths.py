@@ -15,6 +15,7 @@ def native_dir() -> Path:
 
 
 def native_file(name: str) -> Path:
+    """A file of accpy's native/ directory."""
     return native_dir() / name
 
 

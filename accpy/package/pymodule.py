@@ -14,13 +14,12 @@ through the generic binder.
 from __future__ import annotations
 
 import atexit
+import json
 import threading
 
+from ..ir.names import c_string
 from .signature import position_map
-
-
-def _c_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+from .sources import alias_error_text, recorded_parameters, variants_by_base_name
 
 
 def _int_array(name: str, values) -> str:
@@ -39,6 +38,7 @@ def module_source(pkg_name: str, functions) -> str:
     lines.append("}")
     lines.append("")
     fn_rows = []
+    groups = variants_by_base_name(functions)
     for n, pf in enumerate(functions):
         pos = position_map(pf.infos)
         rows = []
@@ -50,22 +50,26 @@ def module_source(pkg_name: str, functions) -> str:
             if strides:
                 lines.append(f"static const int64_t {st}[] = {{{', '.join(str(int(x)) for x in strides)}}};")
             rows.append("    {" + ", ".join([
-                _c_str(name), str(int(kind)), _c_str(dtype), str(len(shape)), _int_array(sh, shape),
-                _c_str(layout), str(len(strides)), _int_array(st, strides), "1" if written else "0",
-                _c_str(role)]) + "},")
+                c_string(name), str(int(kind)), c_string(dtype), str(len(shape)), _int_array(sh, shape),
+                c_string(layout), str(len(strides)), _int_array(st, strides), "1" if written else "0",
+                c_string(role)]) + "},")
         if rows:
             lines.append(f"static const accpy_arg_desc accpy_f{n}_args[] = {{")
             lines.extend(rows)
             lines.append("};")
         args = f"accpy_f{n}_args" if rows else "NULL"
-        fn_rows.append(f"    {{{_c_str(pf.name)}, {_c_str(pf.base_name or '')}, {len(pf.infos)}, {args}, "
-                       f"&{pf.name}__packed}},")
+        group = groups.get(pf.base_name, [pf])
+        alias_error = alias_error_text(pf.base_name, [(g.name, recorded_parameters(g.parameters)) for g in group]) \
+            if len(group) > 1 else ""
+        fn_rows.append(f"    {{{c_string(pf.name)}, {c_string(pf.base_name or '')}, {len(pf.infos)}, {args}, "
+                       f"&{pf.name}__packed, {c_string(json.dumps(recorded_parameters(pf.parameters)))}, "
+                       f"{c_string(alias_error)}}},")
     lines.append("static const accpy_fn_desc accpy_functions[] = {")
     lines.extend(fn_rows)
     lines.append("};")
     lines.append("")
     lines.append(f"PyMODINIT_FUNC PyInit_{pkg_name}(void) {{")
-    lines.append(f"    return (PyObject*)accpy_pymodule_create({_c_str(pkg_name)}, {_c_str('accpy package ' + pkg_name)}, "
+    lines.append(f"    return (PyObject*)accpy_pymodule_create({c_string(pkg_name)}, {c_string('accpy package ' + pkg_name)}, "
                  f"accpy_functions, {len(functions)}, &{pkg_name}_last_error);")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -90,6 +94,7 @@ class ModuleBuild:
             self._error = e
 
     def wait(self):
+        """Wait for the build; returns the module's path or raises the build's error."""
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -97,6 +102,7 @@ class ModuleBuild:
 
     @property
     def done(self) -> bool:
+        """Has the build finished (successfully or not)?"""
         return not self._thread.is_alive()
 
 

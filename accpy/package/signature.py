@@ -10,43 +10,20 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..ir.affine import to_affine
+from ..ir.names import C_KEYWORDS, C_LIBRARY_NAMES, CXX_KEYWORDS, argument_name_problem  # noqa: F401
 from ..ir.types import ScalarType
 
 KIND_ARRAY, KIND_SCALAR, KIND_DIM = 0, 1, 2
 
-C_RESERVED = set("""auto break case char const continue default do double else enum extern float for goto
-if inline int long register restrict return short signed sizeof static struct switch typedef union
-unsigned void volatile while bool true false args main NULL""".split())
-# the header is also C++ (extern "C"): its keywords cannot name arguments or aliases either
-CXX_KEYWORDS = set("""alignas alignof and and_eq asm bitand bitor catch char8_t char16_t char32_t class compl concept
-consteval constexpr constinit const_cast co_await co_return co_yield decltype delete dynamic_cast explicit export
-friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public
-reinterpret_cast requires static_assert static_cast template this thread_local throw try typeid typename using
-virtual wchar_t xor xor_eq _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn
-_Static_assert _Thread_local""".split())
-# Names that emitted kernels use as functions, types or macros: a parameter of that name
-# would shadow them inside the function (or be macro-expanded), and the C would not compile.
-C_LIBRARY_NAMES = set("""sqrt sqrtf exp expf log logf log2 log2f log10 log10f tanh tanhf sin sinf cos cosf tan tanf
-sinh sinhf cosh coshf floor floorf ceil ceilf rint rintf fabs fabsf pow powf fmod fmodf memset memcpy
-NAN INFINITY errno linux unix int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t
-ptrdiff_t intptr_t uintptr_t""".split())
-
-
-def c_name_problem(name: str) -> Optional[str]:
-    """Why `name` cannot name a C parameter of a generated function, or None."""
-    if not isinstance(name, str) or not name.isidentifier() or not name.isascii():
-        return "it is not an ASCII identifier"
-    if name in C_RESERVED or name in CXX_KEYWORDS:
-        return "it is a C/C++ keyword or reserved name"
-    if name in C_LIBRARY_NAMES:
-        return "generated C code uses it as a library function, type or macro"
-    if name.startswith("accpy_") or name.startswith("__") or (name[0] == "_" and name[1:2].isupper()):
-        return "identifiers starting with accpy_, __ or _ and a capital letter are reserved"
-    return None
+# (the rules for names in C live in accpy/ir/names.py; kept here under their old names)
+C_RESERVED = C_KEYWORDS | {"args"}
+c_name_problem = argument_name_problem
 
 
 @dataclass(frozen=True)
 class ArgInfo:
+    """One argument of a package function, as every writer (header, .hat, binders) sees it."""
+
     name: str
     kind: int
     dtype: ScalarType
@@ -58,21 +35,26 @@ class ArgInfo:
 
     @property
     def written(self) -> bool:
+        """Does the function write this argument (INPUT_OUTPUT or OUTPUT)?"""
         return self.role in ("input_output", "output")
 
     @property
     def is_array(self) -> bool:
+        """Is it an array (passed by pointer)?"""
         return self.kind == KIND_ARRAY
 
     def c_decl_type(self) -> str:
+        """Its C type in declarations (`float*`, `int64_t`)."""
         t = self.dtype.c_name
         return f"{t}*" if self.is_array else t
 
     def hat_declared_type(self) -> str:
+        """Its type as the .hat's `declared_type`."""
         t = self.dtype.hat_name
         return f"{t}*" if self.is_array else t
 
     def binder_tuple(self, position_of: dict) -> tuple:
+        """The description the binders check calls against (native/accpy_pyargs.hpp parse_signature)."""
         shape = [s if isinstance(s, int) else -(position_of[s] + 1) for s in self.shape]
         return (self.name, self.kind, self.dtype.dtype.name if self.dtype is not ScalarType.bfloat16 else "uint16",
                 shape, self.layout, list(self.strides), self.written, self.role)
@@ -141,6 +123,7 @@ def describe_arguments(args) -> list:
 
 
 def position_map(infos) -> dict:
+    """{argument name: position}."""
     return {i.name: k for k, i in enumerate(infos)}
 
 

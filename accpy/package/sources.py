@@ -11,12 +11,14 @@ and `<package>_last_error()`, the error channel.
 from __future__ import annotations
 
 from ..codegen.c import Names, c_type, emit_function, function_params
+from ..ir.names import c_comment, c_string
 from ..targets.target import BUILTIN_NAMES
 from .paths import native_file
 from .signature import KIND_ARRAY
 
 
 def runtime_text() -> str:
+    """native/accpy_runtime.h, inlined at the top of every package's C."""
     return native_file("accpy_runtime.h").read_text()
 
 
@@ -27,7 +29,12 @@ def _target_attribute(features) -> str:
     return f'__attribute__((target("{",".join(names)}"))) '
 
 
-def _feature_check(fn_name: str, target) -> list:
+def display_name(pf) -> str:
+    """The name users know a function by in messages: its base name (alias), else its full name."""
+    return pf.base_name or pf.name
+
+
+def _feature_check(pf, target) -> list:
     """C that refuses to run the kernel on a CPU without one of the target's features (no SIGILL).
 
     The message names the missing features only: one `%s` per feature, " name" when it is
@@ -36,14 +43,14 @@ def _feature_check(fn_name: str, target) -> list:
     names = [BUILTIN_NAMES[f] for f in target.required_features() if f in BUILTIN_NAMES]
     if not names:
         return []
-    cond = " && ".join(f'__builtin_cpu_supports("{n}")' for n in names)
-    args = ", ".join(f'__builtin_cpu_supports("{n}") ? "" : " {n}"' for n in names)
-    where = "".join(c if 32 <= ord(c) < 127 and c not in '"\\?' else "_" for c in str(target.name)).replace("%", "%%")
+    cond = " && ".join(f'__builtin_cpu_supports({c_string(n)})' for n in names)
+    args = ", ".join(f'__builtin_cpu_supports({c_string(n)}) ? "" : {c_string(" " + n)}' for n in names)
+    fmt = c_string("%s: built for target %s, but this CPU lacks" + "%s" * len(names) +
+                   " (rebuild it for acc.Target.HOST to run it here)")
     return [
         "    __builtin_cpu_init();",
         f"    if (!({cond})) {{",
-        f'        accpy_set_error("{fn_name} was built for target {where}; this CPU lacks{"%s" * len(names)} '
-        f'(rebuild it for acc.Target.HOST to run it here)", {args});',
+        f"        accpy_set_error({fmt}, {c_string(display_name(pf))}, {c_string(str(target.name))}, {args});",
         "        return;",
         "    }",
     ]
@@ -51,14 +58,6 @@ def _feature_check(fn_name: str, target) -> list:
 
 def _call_args(infos) -> str:
     return ", ".join(i.name for i in infos)
-
-
-def _element_count_expr(info) -> str:
-    """Elements spanned by an array argument (for copies in DEBUG mode)."""
-    if info.layout == "S":
-        span = " + ".join(f"((int64_t)({_dim(s)}) - 1) * {st}" for s, st in zip(info.shape, info.strides))
-        return f"(1 + {span})" if span else "1"
-    return " * ".join(f"(int64_t)({_dim(s)})" for s in info.shape) or "1"
 
 
 def _dim(s) -> str:
@@ -78,7 +77,7 @@ def _strides_exprs(info) -> list:
     return out
 
 
-def _debug_compare(fn_name: str, infos, tolerance: float) -> list:
+def _debug_compare(display: str, infos, tolerance: float) -> list:
     """C that compares each written array against the reference copy, reporting the first difference."""
     lines = []
     for info in infos:
@@ -106,9 +105,9 @@ def _debug_compare(fn_name: str, infos, tolerance: float) -> list:
             lines.append(f"{pad}if (accpy_want != accpy_got) {{")
             fmt_val, args_val = "expected %lld, got %lld", "accpy_want, accpy_got"
         where = ", ".join("%lld" for _ in idx)
-        where_args = ", ".join(f"(long long){i}" for i in idx)
-        msg = f'DEBUG mode: {info.name}[{where}] differs from the reference (unscheduled) result: {fmt_val}'
-        lines.append(f'{pad}    accpy_set_error("{fn_name}: {msg}", {where_args}{", " if where_args else ""}{args_val});')
+        where_args = "".join(f", (long long){i}" for i in idx)
+        fmt = c_string(f"%s: DEBUG mode: %s[{where}] differs from the reference (unscheduled) result: {fmt_val}")
+        lines.append(f"{pad}    accpy_set_error({fmt}, {c_string(display)}, {c_string(info.name)}{where_args}, {args_val});")
         lines.append(f"{pad}    accpy_debug_report();")
         lines.append(f"{pad}    accpy_mismatch = 1;")
         lines.append(f"{pad}}}")
@@ -119,9 +118,16 @@ def _debug_compare(fn_name: str, infos, tolerance: float) -> list:
 
 
 DEBUG_HELPERS = """/* DEBUG mode: copies of the written arrays for the reference run, and the report. */
-__attribute__((unused)) static void* accpy_debug_copy(const void* src, size_t bytes) {
+__attribute__((unused)) static void* accpy_debug_copy(const char* what, const void* src, size_t elem, int n,
+                                                      const int64_t* dims, const int64_t* strides) {
+    size_t bytes;
+    if (!accpy_array_bytes(what, elem, n, dims, strides, &bytes)) return NULL;
     void* p = malloc(bytes ? bytes : 1);
-    if (p && bytes) memcpy(p, src, bytes);
+    if (!p) {
+        accpy_set_error("out of memory in DEBUG mode copying %s (%zu bytes)", what, bytes);
+        return NULL;
+    }
+    if (bytes) memcpy(p, src, bytes);
     return p;
 }
 __attribute__((unused)) static void accpy_debug_free(void* p) { free(p); }
@@ -138,7 +144,7 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     attr = _target_attribute(pf.target.required_features())
     out = [emit_function(impl, linkage=f"static {attr}")]
     params = function_params(impl, names)
-    body = _feature_check(pf.name, pf.target)
+    body = _feature_check(pf, pf.target)
     if debug:
         ref = pf.lowered_reference(f"{pf.name}__reference")
         out.append(emit_function(ref, linkage="static "))
@@ -147,17 +153,22 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
         copies = [i for i in infos if i.kind == KIND_ARRAY and i.written]
         for i in copies:
             ct = c_type(i.dtype)
-            n = _element_count_expr(i)
-            body.append(f"    {ct}* accpy_ref_{i.name} = ({ct}*)accpy_debug_copy({i.name}, (size_t)({n}) * sizeof({ct}));")
+            # sizes from a C caller are checked (negative, overflow) before the copy
+            dims = ", ".join(f"(int64_t)({_dim(s)})" for s in i.shape) or "1"
+            strides = f"(const int64_t[]){{{', '.join(str(int(x)) for x in i.strides)}}}" \
+                if i.layout == "S" and i.strides else "NULL"
+            what = c_string(f"the DEBUG-mode copy of {i.name}")
+            body.append(f"    {ct}* accpy_ref_{i.name} = ({ct}*)accpy_debug_copy({what}, {i.name}, sizeof({ct}), "
+                        f"{max(len(i.shape), 1)}, (const int64_t[]){{{dims}}}, {strides});")
         if copies:
             failed = " || ".join(f"!accpy_ref_{i.name}" for i in copies)
             frees = " ".join(f"accpy_debug_free(accpy_ref_{i.name});" for i in copies)
-            body.append(f'    if ({failed}) {{ {frees} accpy_set_error("{pf.name}: out of memory in DEBUG mode"); return; }}')
+            body.append(f"    if ({failed}) {{ {frees} return; }}")
         ref_args = ", ".join(f"accpy_ref_{i.name}" if (i.kind == KIND_ARRAY and i.written) else i.name for i in infos)
         body.append(f"    {pf.name}__reference({ref_args});")
         body.append(f"    {pf.name}__impl({_call_args(infos)});")
         body.append("    int accpy_mismatch = 0;")
-        body.extend(_debug_compare(pf.name, infos, tolerance))
+        body.extend(_debug_compare(display_name(pf), infos, tolerance))
         for i in copies:
             body.append(f"    accpy_debug_free(accpy_ref_{i.name});")
     else:
@@ -196,6 +207,7 @@ def intrinsic_includes(functions) -> list:
 
 
 def uses_gemmini(functions) -> bool:
+    """Do the functions call Gemmini's intrinsics (so the package links its model)?"""
     from ..targets.gemmini import HEADER
 
     return HEADER in intrinsic_includes(functions)
@@ -234,6 +246,32 @@ def c_source(pkg_name: str, functions, debug: bool, tolerance: float, units: int
     return text, out
 
 
+def variants_by_base_name(functions) -> dict:
+    """{base name: [functions with it]} (in the order added); functions without one are left out."""
+    out: dict = {}
+    for pf in functions:
+        if pf.base_name and pf.base_name != pf.name:
+            out.setdefault(pf.base_name, []).append(pf)
+    return out
+
+
+def describe_parameters(parameters: dict) -> str:
+    """`P0=8, P1=2`, or `no parameters`."""
+    return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "no parameters"
+
+
+def recorded_parameters(parameters: dict) -> dict:
+    """Parameter values as the .hat records them (and `lib.variants` shows): numbers, else text."""
+    return {k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in (parameters or {}).items()}
+
+
+def alias_error_text(base: str, variants: list) -> str:
+    """Why calling the alias `base` of several variants [(full name, parameters)] is refused."""
+    rows = "\n".join(f"  {full}: {describe_parameters(params)}" for full, params in variants)
+    return (f"{base} names {len(variants)} variants of the function (one per parameter set); "
+            f"call one by its full name (the mapping lib.variants gives each one's parameters):\n{rows}")
+
+
 def _decl_type(info) -> str:
     """An argument's type in the public declarations (float16 through a pedantic-clean typedef)."""
     from ..ir.types import ScalarType
@@ -262,22 +300,24 @@ def declarations(pkg_name: str, functions) -> str:
     for pf in functions:
         params = _decl_params(pf)
         if pf.description:
-            text = " ".join(str(pf.description).split()).replace("*/", "* /")
-            lines.append(f"/* {text} */")
+            lines.append(c_comment(pf.description))
         lines.append(f"void {pf.name}({params});")
     lines.append("")
     lines.append(f"/* The last error reported by a function of this package on this thread, or NULL. */")
     lines.append(f"const char* {pkg_name}_last_error(void);")
     lines.append("")
-    seen = set()
-    for pf in functions:
-        if not pf.base_name or pf.base_name in seen or pf.base_name == pf.name:
+    for base, group in variants_by_base_name(functions).items():
+        if len(group) > 1:
+            # several variants (a parameter grid): an alias would silently pick one of them
+            lines.append(c_comment(f"{base}: {len(group)} variants, called by their full names: " +
+                                   "; ".join(f"{pf.name} ({describe_parameters(pf.parameters)})" for pf in group)))
+            lines.append("")
             continue
-        seen.add(pf.base_name)
+        pf = group[0]
         params = _decl_params(pf)
-        lines.append(f"#ifndef __{pf.base_name}_DEFINED__")
-        lines.append(f"#define __{pf.base_name}_DEFINED__")
-        lines.append(f"static inline void {pf.base_name}({params}) {{ {pf.name}({_call_args(pf.infos)}); }}")
+        lines.append(f"#ifndef __{base}_DEFINED__")
+        lines.append(f"#define __{base}_DEFINED__")
+        lines.append(f"static inline void {base}({params}) {{ {pf.name}({_call_args(pf.infos)}); }}")
         lines.append("#endif")
         lines.append("")
     lines += ["#ifdef __cplusplus", "}", "#endif"]
@@ -285,6 +325,7 @@ def declarations(pkg_name: str, functions) -> str:
 
 
 def header(pkg_name: str, functions) -> str:
+    """`name.h`: the declarations behind an include guard."""
     guard = f"__{pkg_name}_H__"
     return f"#ifndef {guard}\n#define {guard}\n\n{declarations(pkg_name, functions)}\n\n#endif /* {guard} */\n"
 

@@ -1,0 +1,255 @@
+"""The build cache and the output directory survive damaged files and killed builds.
+
+Damage is made by truncating files; everything that would load a damaged library runs in
+a subprocess, so a crash (SIGBUS from a truncated mapping) fails the test instead of
+killing pytest.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import accpy as acc
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BUILD = textwrap.dedent("""
+    import sys, logging
+    import numpy as np
+    import accpy as acc
+    logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
+    out, factor = sys.argv[1], float(sys.argv[2])
+    X = acc.Array(role=acc.Role.INPUT, name="X", shape=(10,))
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, name="Y", shape=(10,))
+    nest = acc.Nest(shape=(10,))
+    i, = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] = X[i] * factor
+
+    pkg = acc.Package()
+    pkg.add(nest, args=(X, Y), base_name="scale")
+    lib = pkg.build("cached", output_dir=out, python_module=sys.argv[3] if len(sys.argv) > 3 else False)
+    y = np.zeros(10, np.float32)
+    lib.scale(np.arange(10, dtype=np.float32), y)
+    print("hit" if lib.timings["cache_hit"] else "miss", y[3])
+    if len(sys.argv) > 3:
+        m = lib.python_module()
+        y = np.zeros(10, np.float32)
+        m.scale(np.arange(10, dtype=np.float32), y)
+        print("module", y[3])
+""")
+
+LOAD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import accpy as acc
+    try:
+        lib = acc.load(sys.argv[1], name="cached")
+        y = np.zeros(10, np.float32)
+        lib.scale(np.arange(10, dtype=np.float32), y)
+        if len(sys.argv) > 2:
+            lib.python_module()
+        print("loaded", y[3])
+    except Exception as e:
+        print("error", type(e).__name__, e)
+""")
+
+
+def _run(code: str, *args, cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ACCPY_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert p.returncode == 0, f"crashed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+def _truncate(path: Path, keep: float) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * keep)])
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.5, 0.97])
+def test_a_damaged_cache_entry_is_rebuilt_and_said_so(tmp_path, keep):
+    cache = tmp_path / "cache"
+    assert _run(BUILD, tmp_path / "a", 3, cache=cache).stdout.split() == ["miss", "9.0"]
+    entries = [p for p in (cache / "lib").iterdir() if not p.name.startswith(".")]
+    assert len(entries) == 1
+    _truncate(entries[0] / "lib.so", keep)
+    p = _run(BUILD, tmp_path / "b", 3, cache=cache)
+    assert p.stdout.split() == ["miss", "9.0"]  # rebuilt, not trusted
+    assert "LOG accpy accpy build cache:" in p.stderr and "is damaged" in p.stderr and "lib.so" in p.stderr
+    p = _run(BUILD, tmp_path / "c", 3, cache=cache)
+    assert p.stdout.split() == ["hit", "9.0"] and "damaged" not in p.stderr  # repaired for good
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.5])
+def test_a_damaged_loaded_copy_is_replaced(tmp_path, keep):
+    cache = tmp_path / "cache"
+    _run(BUILD, tmp_path / "a", 2, cache=cache)
+    for p in (cache / "loaded").glob("*.so"):
+        _truncate(p, keep)
+    p = _run(BUILD, tmp_path / "a", 2, cache=cache)
+    assert p.stdout.split() == ["hit", "6.0"]
+    assert "is damaged (not the content it is named after)" in p.stderr
+
+
+def test_a_damaged_module_cache_entry_is_rebuilt(tmp_path):
+    cache = tmp_path / "cache"
+    assert _run(BUILD, tmp_path / "a", 2, "sync", cache=cache).stdout.split()[-2:] == ["module", "6.0"]
+    for p in (cache / "mod").glob("*/module*.so"):
+        _truncate(p, 0.5)
+    for p in (cache / "loaded").glob("*/*.so"):
+        _truncate(p, 0.5)
+    p = _run(BUILD, tmp_path / "b", 2, "sync", cache=cache)
+    assert p.stdout.split()[-2:] == ["module", "6.0"]
+    assert "is damaged" in p.stderr
+
+
+@pytest.mark.parametrize("what, keep", [("libcached.so", 0.0), ("libcached.so", 0.5), ("libcached.so", 0.99),
+                                        ("module", 0.5)])
+def test_loading_a_damaged_package_is_a_clear_error(tmp_path, what, keep):
+    cache = tmp_path / "cache"
+    out = tmp_path / "out"
+    _run(BUILD, out, 2, "sync", cache=cache)
+    assert _run(LOAD, out, cache=tmp_path / "cache2").stdout.split() == ["loaded", "6.0"]
+    target = out / what if what != "module" else next(out.glob("cached.cpython*.so"))
+    _truncate(target, keep)
+    p = _run(LOAD, out, "module", cache=tmp_path / "cache3")  # (a fresh cache: nothing loaded before)
+    assert p.stdout.startswith("error DamagedLibraryError"), p.stdout
+    assert str(target) in p.stdout and "damaged" in p.stdout and "rebuild the package" in p.stdout
+
+
+def test_stale_build_directories_of_dead_builds_are_removed(tmp_path, monkeypatch):
+    import fcntl
+
+    from accpy.package import compile as comp
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    lib_dir = tmp_path / "cache" / "lib"
+    dead = lib_dir / ".build-dead"
+    live = lib_dir / ".build-live"
+    young = lib_dir / ".build-young"
+    for d in (dead, live, young):
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "kernel.o").write_bytes(b"x" * 100)
+    old = time.time() - 3600
+    for d in (dead, live):
+        os.utime(d, (old, old))
+    fd = os.open(live, os.O_RDONLY)  # a build still running holds its directory
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        X = acc.Array(role=acc.Role.INPUT, name="X", shape=(4,))
+        Y = acc.Array(role=acc.Role.INPUT_OUTPUT, name="Y", shape=(4,))
+        nest = acc.Nest(shape=(4,))
+        i, = nest.get_indices()
+
+        @nest.iteration_logic
+        def _():
+            Y[i] += X[i] * 7.0
+
+        pkg = acc.Package()
+        pkg.add(nest, args=(X, Y), base_name="f")
+        pkg.build("stale", output_dir=tmp_path / "out", python_module=False)
+        assert not dead.exists()
+        assert live.exists() and young.exists()
+    finally:
+        os.close(fd)
+    assert comp.clean_stale_builds(lib_dir) == [live]  # its owner is gone now
+    assert not [p for p in lib_dir.iterdir() if p.name.startswith(".build-") and p != young]
+
+
+def _package(factor: float):
+    X = acc.Array(role=acc.Role.INPUT, name="X", shape=(4,))
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, name="Y", shape=(4,))
+    nest = acc.Nest(shape=(4,))
+    i, = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] = X[i] * factor
+
+    pkg = acc.Package()
+    pkg.add(nest, args=(X, Y), base_name="f")
+    return pkg
+
+
+def test_a_killed_build_leaves_the_previous_outputs_consistent(tmp_path, monkeypatch):
+    import accpy.package.package as pkgmod
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    _package(2.0).build("k", output_dir=out, python_module=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
+    (out / ".k.c.abc123.tmp").write_text("left by a killed build")
+    (out / ".libk.so.xyz.tmp").write_text("left by a killed build")
+
+    def killed(*a, **kw):
+        raise KeyboardInterrupt  # the build stops while compiling
+
+    monkeypatch.setattr(pkgmod, "compile_c", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _package(5.0).build("k", output_dir=out, python_module=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")} == before
+    monkeypatch.undo()
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    lib = _package(5.0).build("k", output_dir=out, python_module=False)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".k.lock"]
+    y = np.zeros(4, np.float32)
+    lib.f(np.ones(4, np.float32), y)
+    assert (y == 5).all()
+
+
+def test_outputs_get_the_modes_of_ordinary_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    old = os.umask(0o022)
+    try:
+        _package(2.0).build("modes", output_dir=tmp_path / "a", python_module="sync")
+        os.umask(0o027)
+        _package(2.0).build("modes", output_dir=tmp_path / "b", python_module=False,
+                            format=acc.Package.Format.HAT_SOURCE)
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "a").iterdir()}
+    assert modes["modes.c"] == modes["modes.h"] == modes["modes.hat"] == modes["modes.a"] == 0o644
+    assert modes["modes_module.cpp"] == 0o644
+    assert modes["libmodes.so"] == 0o755 and modes[next(n for n in modes if n.startswith("modes.cpython"))] == 0o755
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "b").iterdir()}
+    assert modes["modes.c"] == modes["modes.h"] == modes["modes.hat"] == 0o640
+
+
+def test_output_dir_errors_name_it(tmp_path):
+    pkg = _package(2.0)
+    f = tmp_path / "a_file"
+    f.write_text("")
+    with pytest.raises(NotADirectoryError, match=rf"^output_dir: {f} exists and is not a directory"):
+        pkg.build("x", output_dir=f, python_module=False)
+    with pytest.raises(NotADirectoryError, match=r"^output_dir: cannot create"):
+        pkg.build("x", output_dir=f / "sub", python_module=False)
+    if os.geteuid() != 0:  # (root writes anywhere)
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o555)
+        with pytest.raises(PermissionError, match=rf"^output_dir: {ro} is not writable"):
+            pkg.build("x", output_dir=ro, python_module=False)
+
+
+def test_compile_failures_name_output_dir(tmp_path, monkeypatch):
+    import accpy.package.package as pkgmod
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    orig = pkgmod.c_source
+    monkeypatch.setattr(pkgmod, "c_source", lambda *a, **kw: orig(*a, **kw) + "\nint accpy_broken( {\n")
+    with pytest.raises(acc.CompileError, match=rf"\(output_dir: {tmp_path / 'o'}; the emitted source is kept at "
+                                               rf"{tmp_path / 'o' / 'bad.c'}\)"):
+        _package(2.0).build("bad", output_dir=tmp_path / "o", python_module=False)
+    assert "accpy_broken" in (tmp_path / "o" / "bad.c").read_text()
