@@ -16,7 +16,7 @@ BINDER_ABI = 2  # native/binder.cpp's `ABI`
 
 
 def get_binder():
-    """accpy._binder, built at install; compiled into the cache if missing or stale (e.g. a bare checkout)."""
+    """accpy._binder, built at install; compiled into the cache if missing (e.g. a bare checkout)."""
     global _BINDER
     if _BINDER is not None:
         return _BINDER
@@ -29,6 +29,12 @@ def get_binder():
             return _BINDER
     except ImportError:
         pass
+    else:
+        # a second extension module of the same name cannot be loaded into this process (CPython keeps the
+        # first one's definitions), so an outdated build cannot be replaced here: say how to rebuild it
+        raise RuntimeError(f"accpy._binder ({_binder.__file__}) was built by an older accpy (interface "
+                           f"{getattr(_binder, 'ABI', 1)}, this accpy needs {BINDER_ABI}); reinstall accpy "
+                           "(pip install -e .) to rebuild it")
     from .compile import compile_cxx_module_standalone
 
     path = compile_cxx_module_standalone()
