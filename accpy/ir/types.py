@@ -27,22 +27,27 @@ class ScalarType(enum.Enum):
     # -- classification -------------------------------------------------------------
     @property
     def is_float(self) -> bool:
+        """True for the floating-point types (float16, bfloat16, float32, float64)."""
         return self in _FLOATS
 
     @property
     def is_int(self) -> bool:
+        """True for the integer types, `index` included."""
         return self in _SIGNED or self in _UNSIGNED or self is ScalarType.index
 
     @property
     def is_signed(self) -> bool:
+        """True for the signed integer types, `index` and the floating-point types."""
         return self in _SIGNED or self is ScalarType.index or self.is_float
 
     @property
     def bits(self) -> int:
+        """Width of one element in bits."""
         return _BITS[self]
 
     @property
     def c_name(self) -> str:
+        """The C spelling of the type in generated code (e.g. `float`, `int32_t`)."""
         return _C_NAMES[self]
 
     @property
@@ -52,6 +57,7 @@ class ScalarType(enum.Enum):
 
     @property
     def dtype(self) -> np.dtype:
+        """The numpy dtype of arrays of this type (bfloat16 travels as its raw uint16 bits)."""
         if self is ScalarType.bfloat16:
             # numpy has no bfloat16: arrays of it travel as their raw 16-bit patterns
             return np.dtype(np.uint16)
@@ -59,6 +65,7 @@ class ScalarType(enum.Enum):
 
     @staticmethod
     def from_dtype(dtype) -> "ScalarType":
+        """The ScalarType of a numpy dtype; TypeError when accpy has none."""
         dt = np.dtype(dtype)
         for t, name in _NP_NAMES.items():
             if t is not ScalarType.index and np.dtype(name) == dt:

@@ -171,6 +171,7 @@ class TensorIntrinsic:
     output_memory: Memory
 
     def reference(self, A, B, C):
+        """The numpy result of the intrinsic on blocks A, B and accumulator block C."""
         return gm.ref_write_acc(C, gm.ref_compute(A, B, c_rows=A.shape[0], c_cols=B.shape[1]), True)
 
 
@@ -181,6 +182,7 @@ register(*MEMORIES, *INTRINSICS)
 
 
 def call(intr: Intrinsic, *args) -> Evaluate:
+    """A statement calling intrinsic `intr` (int arguments become constants)."""
     return Evaluate(Call(intr.name, tuple(a if not isinstance(a, int) else Const(a) for a in args), IDX))
 
 
@@ -205,10 +207,12 @@ class Layout:
 
     @property
     def lead(self) -> tuple:
+        """The block's extents but the last (the rows of one column block), at least (1,)."""
         return self.shape[:-1] if len(self.shape) > 1 else (1,)
 
     @property
     def P(self) -> int:
+        """Rows per column block: the product of the leading extents."""
         p = 1
         for e in self.lead:
             p *= e
@@ -216,13 +220,16 @@ class Layout:
 
     @property
     def col_blocks(self) -> int:
+        """Number of DIM-wide column blocks the last extent needs."""
         return -(-self.shape[-1] // DIM)
 
     @property
     def rows(self) -> int:
+        """Memory rows the whole block occupies."""
         return self.col_blocks * self.P
 
     def row_strides(self) -> list:
+        """Row stride of each leading dimension (innermost first)."""
         out, s = [], 1
         for e in reversed(self.lead):
             out.append(s)
@@ -246,6 +253,7 @@ class Layout:
         return row
 
     def address(self, row: Affine, accumulate: bool = False, raw: bool = False):
+        """The address operand of `row`: accumulator rows carry the accumulate / full-width flag bits."""
         a = row
         if self.memory is ACCUMULATOR:
             a = a + (gm.ACC_BIT | (gm.ACCUMULATE_BIT if accumulate else 0) | (gm.FULL_BIT if raw else 0))

@@ -84,6 +84,7 @@ def mvin_scale_acc(x, scale) -> np.ndarray:
 
 
 def relu(x) -> np.ndarray:
+    """max(x, 0) in x's own dtype."""
     x = np.asarray(x)
     return np.maximum(x, np.zeros((), x.dtype))
 
@@ -281,10 +282,12 @@ class GemminiModel:
 
     # -- errors, state ------------------------------------------------------------------------
     def error(self) -> Optional[str]:
+        """The model's pending error message, or None."""
         p = self._lib.accpy_gemmini_error()
         return None if p == self._ffi.NULL else self._ffi.string(p).decode()
 
     def clear_error(self) -> None:
+        """Forget the pending error."""
         self._lib.accpy_gemmini_clear_error()
 
     def _check(self) -> None:
@@ -299,6 +302,7 @@ class GemminiModel:
         self._lib.accpy_gemmini_reset()
 
     def reset_counters(self) -> None:
+        """Zero the cycle, instruction and MAC counters."""
         self._lib.accpy_gemmini_reset_counters()
 
     def counters(self) -> dict:
@@ -311,13 +315,16 @@ class GemminiModel:
 
     @property
     def utilization(self) -> float:
+        """MACs done / MACs the array could have done in the counted cycles."""
         return self.counters()["utilization"]
 
     # -- calls ----------------------------------------------------------------------------------
     def begin_call(self) -> None:
+        """Mark the start of a kernel call (state the call must set is reset)."""
         self._lib.accpy_gemmini_begin_call()
 
     def end_call(self) -> None:
+        """Mark the end of a kernel call; raises the model's error if one occurred."""
         self._lib.accpy_gemmini_end_call()
         self._check()
 
@@ -384,9 +391,11 @@ class GemminiModel:
         self._check()
 
     def mvin2(self, dram, spad_addr: int, cols: int = DIM, rows: int = DIM) -> None:
+        """`mvin` on the second load queue."""
         self.mvin(dram, spad_addr, cols, rows, queue=1)
 
     def mvin3(self, dram, spad_addr: int, cols: int = DIM, rows: int = DIM) -> None:
+        """`mvin` on the third load queue."""
         self.mvin(dram, spad_addr, cols, rows, queue=2)
 
     def mvout(self, dram, spad_addr: int, cols: int = DIM, rows: int = DIM) -> None:
@@ -409,6 +418,7 @@ class GemminiModel:
         self._check()
 
     def preload_zeros(self, c: int) -> None:
+        """Preload a zero bias for output address `c`."""
         self.preload(GARBAGE_ADDR, c)
 
     def compute_preloaded(self, a: int, bd: int = GARBAGE_ADDR, a_cols: int = DIM, a_rows: int = DIM,
@@ -424,10 +434,12 @@ class GemminiModel:
         self._check()
 
     def fence(self) -> None:
+        """Wait until every issued instruction has completed."""
         self._lib.accpy_gemmini_fence()
         self._check()
 
     def flush(self, skip: int = 0) -> None:
+        """Flush the model's TLB-like state (as the hardware's flush instruction)."""
         self._lib.accpy_gemmini_flush(skip)
         self._check()
 
@@ -445,9 +457,11 @@ class GemminiModel:
         return data, written.astype(bool)
 
     def read_spad(self, row: int, count: int = 1) -> np.ndarray:
+        """(count, DIM) int8 values of scratchpad rows from `row`."""
         return self._rows(0, row, count)[0]
 
     def read_acc(self, row: int, count: int = 1) -> np.ndarray:
+        """(count, DIM) int32 values of accumulator rows from `row`."""
         return self._rows(1, row, count)[0]
 
     def spad_written(self, row: int, count: int = 1) -> np.ndarray:
@@ -455,6 +469,7 @@ class GemminiModel:
         return self._rows(0, row, count)[1]
 
     def acc_written(self, row: int, count: int = 1) -> np.ndarray:
+        """(count, DIM) booleans: which accumulator elements were written."""
         return self._rows(1, row, count)[1]
 
     def _write(self, memory: int, row: int, data) -> None:
@@ -465,7 +480,9 @@ class GemminiModel:
                              f"{'accumulator' if memory else 'scratchpad'}")
 
     def write_spad(self, row: int, data) -> None:
+        """Store rows of int8 data into the scratchpad from `row`."""
         self._write(0, row, data)
 
     def write_acc(self, row: int, data) -> None:
+        """Store rows of int32 data into the accumulator from `row`."""
         self._write(1, row, data)

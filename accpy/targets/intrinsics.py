@@ -28,6 +28,7 @@ class Memory:
 
     @property
     def bytes(self) -> int:
+        """Size of the memory in bytes."""
         return self.rows * self.row_elems * self.dtype.bits // 8
 
 
@@ -58,6 +59,7 @@ class Intrinsic:
         return self.config.format(**vals)
 
     def c_call(self, arg_texts: dict) -> str:
+        """The C text of one call, the template filled with the arguments' C texts."""
         return self.template.format(**arg_texts)
 
 
@@ -66,6 +68,7 @@ _MEMORIES: dict = {}
 
 
 def register(*items) -> None:
+    """Make intrinsics and tensor intrinsics known by name to lowering and codegen."""
     for it in items:
         if isinstance(it, Intrinsic):
             _INTRINSICS[it.name] = it

@@ -14,10 +14,12 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def start(self, phase: str, total: int) -> None:
+        """Begin a phase (e.g. building, measuring) of `total` steps."""
         self.phase, self.total = phase, total
         self.update(0)
 
     def update(self, done: int, note: str = "") -> None:
+        """Show `done` of the phase's steps, with an optional note."""
         if not self.enabled:
             return
         filled = self.width * done // max(self.total, 1)
@@ -30,6 +32,7 @@ class Progress:
         self.stream.flush()
 
     def message(self, text: str) -> None:
+        """Print a line of text (when progress output is enabled)."""
         if self.enabled:
             self.stream.write(text + "\n")
             self.stream.flush()

@@ -38,6 +38,7 @@ def json_value(v) -> Any:
 
 
 def parameter_name(k) -> str:
+    """The name under which grid key `k` (a Parameter or a string) is recorded."""
     from ..nest.parameters import Parameter
 
     return k.name if isinstance(k, Parameter) else str(k)
@@ -75,6 +76,7 @@ class VariantResult:
 
     @property
     def failed(self) -> bool:
+        """True when the variant failed to build, was wrong, timed out or crashed."""
         return self.status in FAILED
 
 
@@ -110,6 +112,7 @@ class ResultsFile:
         return state
 
     def append(self, event: dict) -> None:
+        """Append one event (a JSON-able dict, stamped with the time) as one line."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({**event, "time": round(time.time(), 3)}, default=str) + "\n"
         # one write on an O_APPEND descriptor: lines of concurrent runs do not interleave
@@ -150,6 +153,7 @@ class TuneResult:
 
     @property
     def best(self) -> VariantResult:
+        """The fastest variant measured to the full number of samples; RuntimeError when none was."""
         r = self.ranked
         if not r:
             raise RuntimeError(f"tuning {self.label}: no variant was measured successfully; see .table()")
@@ -168,6 +172,7 @@ class TuneResult:
         return self._best_function
 
     def failures(self) -> list:
+        """The variants that failed, in grid order."""
         return [v for v in self.variants if v.failed]
 
     def table(self, limit: Optional[int] = None) -> str:
@@ -193,6 +198,7 @@ class TuneResult:
         return "\n".join(lines)
 
     def summary(self) -> str:
+        """One paragraph: how many variants were measured and failed, and the best one."""
         n_ok = len(self.ranked)
         head = (f"tuned {self.label}: {len(self.variants)} of {self.grid_size} variants ({self.strategy}), "
                 f"{n_ok} measured, {len(self.failures())} failed, {self.seconds:.1f} s")

@@ -76,6 +76,7 @@ class Runner:
 
     @property
     def owned(self) -> bool:
+        """True in the process that created this runner (a forked child must not use it)."""
         return os.getpid() == self._owner
 
     def _start(self) -> subprocess.Popen:
@@ -128,6 +129,7 @@ class Runner:
         return f"the measuring process died ({what})" + (f": {text}" if text else "")
 
     def stop(self) -> None:
+        """Kill the measuring process, if this process started one."""
         if self._proc is not None and self.owned:
             self._proc.kill()
             self._proc.wait()
@@ -246,6 +248,7 @@ def _handle(msg: dict, st: _State) -> dict:
 
 
 def main() -> int:
+    """Entry point of the measuring process: serve measurement requests from stdin."""
     # frames go to the original stdout; anything a kernel prints goes to stderr instead
     out_fd = os.dup(1)
     os.dup2(2, 1)

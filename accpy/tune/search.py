@@ -18,12 +18,15 @@ class Exhaustive:
     """Every variant, `repeats` samples each."""
 
     def select(self, n: int) -> list:
+        """Indices (into a grid of `n` variants) of the variants to measure."""
         return list(range(n))
 
     def rungs(self, repeats: int) -> list:
+        """Samples per survivor at the end of each rung (one rung: `repeats`)."""
         return [repeats]
 
     def keep(self, ranked: list, rung: int) -> list:
+        """The candidates (ranked best first) that go on to the next rung."""
         return ranked
 
 
@@ -48,6 +51,7 @@ class Halving:
             raise ValueError(f"eta: expected an integer >= 2, got {self.eta!r}")
 
     def select(self, n: int) -> list:
+        """Indices (into a grid of `n` variants) of the variants to measure."""
         k = min(n, max(self.min_variants, math.ceil(self.fraction * n)))
         return sorted(random.Random(self.seed).sample(range(n), k))
 
@@ -60,6 +64,7 @@ class Halving:
         return out + [repeats]
 
     def keep(self, ranked: list, rung: int) -> list:
+        """The candidates (ranked best first) that go on to the next rung."""
         return ranked[:max(1, math.ceil(len(ranked) / self.eta))]
 
 

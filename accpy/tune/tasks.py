@@ -28,6 +28,7 @@ _RUNNER: Optional[Runner] = None
 
 
 def host_name() -> str:
+    """The name of the machine a task runs on (measurements are serialized per host)."""
     return socket.gethostname()
 
 
@@ -105,6 +106,7 @@ def inherit(problem: tuple) -> str:
 
 
 def forget(token) -> None:
+    """Drop a problem kept by `inherit`."""
     _INHERITED.pop(token, None)
 
 
@@ -116,6 +118,7 @@ def build_variant(payload, index: int, key: str, want_reference: bool) -> dict:
 
 
 def build_problem_variant(problem: tuple, index: int, key: str, want_reference: bool) -> dict:
+    """Build variant `index` of `problem` (source, args, grid); returns its artifacts or the error as a record."""
     from ..package.package import Package
     from ..package.paths import cache_dir
 
