@@ -160,9 +160,9 @@ def lower_function(plan, name: str, args=None) -> Function:
     if plan.parallel is not None:
         _, policy, threads = plan.parallel
         stmt = _log("parallelize", mark_parallel(stmt, policy, threads))
-    # a cache filled inside a parallel loop (at a later schedule position) is per thread
+    # a cache filled inside a parallel loop's body is per thread
     position = {d.var: k for k, d in enumerate(space.dims)}
-    fill_position = {b: position.get(v) for b, v in fills.items()}
+    fill_position = {b: (position.get(v), inside) for b, (v, inside) in fills.items()}
     temps = [b for b in buffers_of(stmt) if b.role == "temp"]
     stmt = place_buffers(stmt, cache_bufs, zero=False, fill_position=fill_position, loop_position=position)
     for b in reversed(temps):

@@ -411,8 +411,9 @@ def _target_memory(c) -> Optional[str]:
 
 
 def insert_caches(stmt, plan, symbols, owners=None):
-    """Returns (stmt, [cache buffers], {id(buffer): fill loop var}) with every requested cache
-    inserted; a cache is filled at its trigger loop (multicache) or else at its site loop."""
+    """Returns (stmt, [cache buffers], {id(buffer): (loop var, inside)}) with every requested
+    cache inserted. A multicache is filled inside the body of its trigger loop (once per
+    iteration: inside=True); any other cache right before its site loop (inside=False)."""
     from ..nest.array import Array
 
     space = plan.schedule.space
@@ -437,7 +438,9 @@ def insert_caches(stmt, plan, symbols, owners=None):
             out_bufs.append(info.buffer)
             if owners is not None:
                 owners[info.buffer] = c
-            fills[id(info.buffer)] = trig_var if trig_var is not None else site_var
+            # (_apply may have turned a multicache into an ordinary cache at its trigger)
+            fills[id(info.buffer)] = ((info.trigger_var, True) if info.trigger_var is not None
+                                      else (info.site_var, False))
         elif info.alias:
             buffers[id(c)] = info.source  # a thrifty cache that needed no copy
     return stmt, out_bufs, fills

@@ -2,9 +2,9 @@
 
 A loop of kind `parallel` becomes `#pragma omp parallel for`; directly nested parallel
 loops with rectangular bounds are collapsed into it, any other parallel loop nested
-inside runs serially (no nested parallel regions). A cache filled inside a parallel loop
-(its trigger or site index comes after the loop's index in the schedule's order) is
-private to it: allocated inside the loop's body, one per thread. Used anywhere else (a
+inside runs serially (no nested parallel regions). A cache filled inside a parallel loop's
+body (its site index comes after the loop's index in the schedule's order, or, for a
+multicache, its trigger index is the loop's index or comes after it) is private to it: allocated inside the loop's body, one per thread. Used anywhere else (a
 parallel loop at or inside its fill index -- e.g. where unswitching left a single
 iteration of an outer parallel index, whose loop is gone -- or code outside every parallel
 loop), it is also allocated at function level and shared there: such parallel iterations
@@ -81,15 +81,21 @@ def _parallel_loops(stmt) -> list:
 def place_buffers(stmt, buffers, zero: bool, fill_position=None, loop_position=None):
     """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`.
 
-    `fill_position`: id(buffer) -> schedule position of the loop that fills it (caches);
-    `loop_position`: loop var -> its schedule position. See the module doc.
+    `fill_position`: id(buffer) -> (schedule position of the loop where it is filled, whether
+    the fill is inside that loop's body (a multicache's trigger loop) or right before the
+    loop (an ordinary cache's site)); `loop_position`: loop var -> its schedule position.
+    See the module doc.
     """
     fill_position = fill_position or {}
     loop_position = loop_position or {}
 
     def private_in(p: For, b) -> bool:
-        fp, lp = fill_position.get(id(b)), loop_position.get(p.var)
-        return fp is not None and lp is not None and fp > lp
+        fp, inside = fill_position.get(id(b), (None, False))
+        lp = loop_position.get(p.var)
+        if fp is None or lp is None:
+            return False
+        # filled in p's body: once per iteration of p (or of a loop inside it)
+        return fp > lp or (inside and fp == lp)
 
     for p in _parallel_loops(stmt):
         written, read = _written_buffers(p.body), _read_buffers(p.body)

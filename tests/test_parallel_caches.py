@@ -1,0 +1,109 @@
+"""Caches inside and around parallel loops: each thread's blocks are its own.
+
+A cache filled in a parallel loop's body (an ordinary cache whose site is inside the loop,
+or a multicache whose trigger is the parallel loop itself or inside it) must be allocated
+inside that body, once per thread; a cache filled before the loop is shared. Races are
+intermittent, so besides values (several calls, two threads) the tests check where the
+emitted C declares the buffer.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import accpy as acc
+
+
+def _matmul(M, N, K):
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    return nest, (A, B, C), (i, j, k)
+
+
+def _packed_plan(M, N, K, cache_a, par):
+    """A (j, k, i, jj, ii, kk, iii, jjj) blocked matmul, as the sgemm sample builds it."""
+    nest, args, (i, j, k) = _matmul(M, N, K)
+    A, B, C = args
+    s = nest.create_schedule()
+    jj = s.split(j, 32)
+    jjj = s.split(jj, 16)
+    kk = s.split(k, 16)
+    ii = s.split(i, 16)
+    iii = s.split(ii, 4)
+    s.reorder(j, k, i, jj, ii, kk, iii, jjj)
+    plan = s.create_plan()
+    plan.cache(B, index=jj, trigger_index=k, layout=acc.Array.Layout.FIRST_MAJOR)
+    idx = {"i": i, "ii": ii, "kk": kk}
+    trigger, index = cache_a
+    plan.cache(A, index=idx[index], trigger_index=idx[trigger] if trigger else None,
+               layout=acc.Array.Layout.LAST_MAJOR)
+    plan.parallelize({"i": i, "j": j}[par], max_threads=2)
+    return plan, args
+
+
+def _build(plan, args, tmp_path, name):
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name=name)
+    lib = pkg.build(name, output_dir=tmp_path)
+    return getattr(lib, name), (tmp_path / f"{name}.c").read_text()
+
+
+def _declared_inside_parallel_for(c_text: str, buffer: str) -> bool:
+    """True when `buffer` is declared (stack or heap) after the `omp parallel` pragma."""
+    par = c_text.find("#pragma omp parallel")
+    decl = re.search(rf"\b{buffer}\b(\[\d+\]| = )", c_text)
+    assert par >= 0 and decl, f"no parallel loop or no declaration of {buffer}"
+    return decl.start() > par
+
+
+@pytest.mark.parametrize("cache_a, par, private", [
+    (("i", "kk"), "i", True),     # multicache triggered at the parallel index: filled per iteration
+    (("ii", "kk"), "i", True),    # triggered inside the parallel loop
+    ((None, "ii"), "i", True),    # an ordinary cache whose site is inside the parallel loop
+    ((None, "i"), "i", False),    # filled before the parallel loop: shared, only read inside
+])
+def test_cache_filled_in_a_parallel_body_is_per_thread(tmp_path, cache_a, par, private):
+    M, N, K = 96, 64, 48
+    plan, args = _packed_plan(M, N, K, cache_a, par)
+    fn, c_text = _build(plan, args, tmp_path, "pc")
+    assert _declared_inside_parallel_for(c_text, "A_cache") == private
+    rng = np.random.default_rng(1)
+    a = rng.integers(-4, 5, (M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, (K, N)).astype(np.float32)
+    for _ in range(20):  # a race shows up only now and then: call it many times
+        c = np.zeros((M, N), np.float32)
+        fn(a, b, c)
+        np.testing.assert_array_equal(c, a @ b)  # small integers: exact in float32
+
+
+def test_tune_sample_packed_a_at_the_parallel_index(tmp_path):
+    """The blocking that gave wrong values: A packed per block of rows, parallel over them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    try:
+        from tune_matmul import sgemm_variant
+    finally:
+        sys.path.pop(0)
+    M = N = K = 256
+    plan, args = sgemm_variant(M, N, K, 2, NC=128, KC=128, MC=64, MR=8, NR=32, pack_a=True, par="i")
+    fn, c_text = _build(plan, args, tmp_path, "tp")
+    assert _declared_inside_parallel_for(c_text, "A_cache")
+    rng = np.random.default_rng(2)
+    a = rng.integers(-4, 5, (M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, (K, N)).astype(np.float32)
+    for _ in range(10):
+        c = np.zeros((M, N), np.float32)
+        fn(a, b, c)
+        np.testing.assert_array_equal(c, a @ b)
