@@ -281,3 +281,127 @@ def test_runtime_sizes_that_overflow_are_errors_not_crashes(tmp_path):
                                "(4611686018427387904, 4)") and lines[6].endswith("overflows'")
     assert lines[7] == "D -2 2 b'cannot allocate the DEBUG-mode copy of Z of shape (-2, 2): a dimension is negative'"
     assert lines[8] == "D 0 5 None"  # an empty array is fine
+
+
+# ---- multicaches (trigger_index) over padded and skewed spaces -----------------------------
+
+def _trigger_matmul(M, N, K_, dtype, schedule_fn, cache_fn, name, layout_b=acc.Array.Layout.FIRST_MAJOR):
+    """A matmul kernel whose schedule and caches are set by the two callbacks."""
+    et = acc.ScalarType(dtype)
+    A = acc.Array(role=acc.Role.INPUT, name="A", shape=(M, K_), element_type=et)
+    B = acc.Array(role=acc.Role.INPUT, name="B", shape=(K_, N), element_type=et, layout=layout_b)
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, name="C", shape=(M, N), element_type=et)
+    nest = acc.Nest(shape=(M, N, K_))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    idx = schedule_fn(s, i, j, k)
+    plan = s.create_plan()
+    cache_fn(plan, (A, B, C), idx)
+    order = "F" if layout_b is acc.Array.Layout.LAST_MAJOR else "C"
+
+    def inputs(rng):
+        return {"A": K._rand(rng, (M, K_), dtype), "B": K._rand(rng, (K_, N), dtype, order),
+                "C": K._rand(rng, (M, N), dtype)}
+
+    return K.Kernel(plan, (A, B, C), name, inputs=inputs, oracle=lambda v: {"C": v["C"] + v["A"] @ v["B"]})
+
+
+def _padded_split(s, i, j, k):
+    s.pad(i, 2)
+    ii = s.split(i, 3)
+    return {"i": i, "ii": ii, "j": j, "k": k}
+
+
+def _skewed(s, i, j, k):
+    s.reorder(j, k, i)
+    s.skew(j, k)
+    return {"i": i, "j": j, "k": k}
+
+
+def _trigger_kernels():
+    return [
+        # pad + split: the panels of the first (padded) rows start before A
+        _trigger_matmul(40, 30, 20, "float32", _padded_split,
+                        lambda p, a, x: p.cache(a[0], index=x["ii"], trigger_index=x["i"]), "trig_pad"),
+        _trigger_matmul(2, 1, 1, "float32", _padded_split,
+                        lambda p, a, x: p.cache(a[0], index=x["ii"], trigger_index=x["i"]), "trig_pad_tiny"),
+        # skew: lead combinations the skewed loops never visit reach before B
+        _trigger_matmul(1, 4, 3, "int32", _skewed,
+                        lambda p, a, x: p.cache(a[1], index=x["i"], trigger_index=x["j"]), "trig_skew_lm",
+                        layout_b=acc.Array.Layout.LAST_MAJOR),
+        _trigger_matmul(5, 9, 4, "int32", _skewed,
+                        lambda p, a, x: p.cache(a[1], index=x["i"], trigger_index=x["j"]), "trig_skew"),
+        _trigger_matmul(7, 6, 5, "float32", _skewed,
+                        lambda p, a, x: p.cache(a[0], index=x["i"], trigger_index=x["j"]), "trig_skew_a"),
+    ]
+
+
+def test_trigger_caches_are_memory_safe(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _trigger_kernels())
+
+
+def _random_trigger_kernels(seed: int, count: int) -> list:
+    """`count` matmuls with random pads, splits, skews and orders, each with a multicache of A
+    or B at random key and trigger indices (combinations accpy refuses are drawn again)."""
+    import random
+
+    rnd = random.Random(seed)
+    out, tries = [], 0
+    while len(out) < count:
+        tries += 1
+        assert tries < 50 * count, "too few legal random schedules"
+        M, N, K_ = (rnd.randint(1, 13) for _ in range(3))
+        dtype = rnd.choice(["float32", "int32"])
+        layout_b = rnd.choice([acc.Array.Layout.FIRST_MAJOR, acc.Array.Layout.LAST_MAJOR])
+        ops = rnd.sample(["pad", "split", "split2", "skew"], rnd.randint(1, 4))
+        picks = [rnd.random() for _ in range(8)]
+
+        def schedule_fn(s, i, j, k, ops=ops, picks=picks):
+            x = {"i": i, "j": j, "k": k}
+            for op in ops:
+                if op == "pad":
+                    s.pad(x[rnd_pick(["i", "j", "k"], picks[0])], 1 + int(picks[1] * 3))
+                elif op in ("split", "split2"):
+                    name = rnd_pick(sorted(x), picks[2 if op == "split" else 3])
+                    x[name + "s"] = s.split(x[name], 2 + int(picks[4] * 3))
+                else:
+                    a, b = rnd_pick([("j", "k"), ("i", "k"), ("i", "j")], picks[5])
+                    s.skew(x[a], x[b])
+            order = list(s.get_indices())
+            rnd2 = random.Random(int(picks[6] * 1e9))
+            rnd2.shuffle(order)
+            try:
+                s.reorder(*order)
+            except Exception:
+                pass  # keep the order the transforms gave
+            return {ix.name: ix for ix in s.get_indices()}
+
+        def cache_fn(plan, args, idx, picks=picks):
+            order = list(plan.schedule.get_indices())
+            a, b = sorted(random.Random(int(picks[7] * 1e9)).sample(range(len(order)), 2))
+            plan.cache(args[0] if picks[0] < 0.5 else args[1], index=order[b], trigger_index=order[a])
+
+        try:
+            kern = _trigger_matmul(M, N, K_, dtype, schedule_fn, cache_fn, f"rt{len(out)}", layout_b=layout_b)
+            probe = acc.Package()
+            probe.add(kern.source, args=kern.args, base_name="probe")  # accepted by the front end
+        except (ValueError, TypeError, acc.ScheduleError, NotImplementedError):
+            continue
+        out.append(kern)
+    return out
+
+
+def rnd_pick(seq, u):
+    return seq[min(int(u * len(seq)), len(seq) - 1)]
+
+
+@pytest.mark.slow
+def test_random_trigger_caches_are_memory_safe(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _random_trigger_kernels(seed=11, count=40))

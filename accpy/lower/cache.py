@@ -816,14 +816,15 @@ class _Rewrite(Mutator):
         return For(f.var, f.lo, f.hi, body, f.kind, f.attrs)
 
     # -- copies ---------------------------------------------------------------------------
-    def _copy_nest(self, exts, make_body, small: bool):
+    def _copy_nest(self, exts, make_body, small: bool, starts=None):
+        """Loops over a block's elements (`starts` (default 0) to `exts` per dimension)."""
         vs = [Var(f"{self.info.source.name}_c{k}") for k in range(len(exts))]
         body = make_body(vs)
         for k in reversed(range(len(exts))):
             kind = "serial"
             if small:
                 kind = "vectorized" if k == len(exts) - 1 and self._vectorizable_copy() else "unrolled"
-            body = For(vs[k], Const(0), exts[k], body, kind)
+            body = For(vs[k], starts[k] if starts else Const(0), exts[k], body, kind)
         return body
 
     def _vectorizable_copy(self) -> bool:
@@ -897,15 +898,16 @@ class _Rewrite(Mutator):
         lvs = [Var(v.name + "_p") for v in lead_vars]
         sub = {v: Affine.var(lv) + lo for v, lv, lo in zip(lead_vars, lvs, info.lead_lo)}
         origin = [a.subs(sub) for a in ref.lo_aff]
-        exts = []
+        # Each panel is copied only where it meets the trigger slice's hull (which lies inside the
+        # array): a lead combination the loops do not visit for this trigger iteration (a skewed
+        # or padded range) or a block reaching past the array's start or end copies nothing
+        # there. Both ends are clipped: a panel's origin may lie before the hull.
+        exts, starts = [], []
         for k, o in enumerate(origin):
-            hull_hi = to_affine(blk_all.hi[k])
             full = Const(shape_blk[k])
-            if hull_hi is None:  # (a min / max, e.g. clamped to the array's end)
-                exts.append(BinOp("min", full, idx_op("add", idx_op("sub", blk_all.hi[k], o.to_expr()), Const(1)),
-                                  ScalarType.index))
-            else:
-                exts.append(BinOp("min", full, (hull_hi - o + 1).to_expr(), ScalarType.index))
+            exts.append(BinOp("min", full, idx_op("add", _relative(blk_all.hi[k], o), Const(1)), ScalarType.index))
+            start = _relative(blk_all.lo[k], o)
+            starts.append(Const(0) if _is_nonpositive(start) else BinOp("max", Const(0), start, ScalarType.index))
         src = info.source
 
         def body(vs):
@@ -914,11 +916,24 @@ class _Rewrite(Mutator):
                 val = Cast(val, info.dtype)
             return Store(info.buffer, tuple(lvs) + tuple(vs), val)
 
-        nest = self._copy_nest(exts, body, False)
+        nest = self._copy_nest(exts, body, False, starts)
         for lv, ext in reversed(list(zip(lvs, info.lead_ext))):
             nest = For(lv, Const(0), Const(ext), nest)
         copies.append(nest)
         return copies + [inner_body]
+
+
+def _relative(bound, origin: Affine):
+    """`bound` - `origin` as an index expression (affine when `bound` is)."""
+    a = to_affine(bound)
+    if a is not None:
+        return (a - origin).to_expr()
+    return idx_op("sub", bound, origin.to_expr())  # (a min / max, e.g. clamped to the array's end)
+
+
+def _is_nonpositive(e) -> bool:
+    a = to_affine(e)
+    return a is not None and a.is_const and a.const <= 0
 
 
 class _RedirectAccesses(Mutator):
