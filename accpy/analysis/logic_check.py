@@ -47,10 +47,27 @@ def _runtime_sizes(nest, statements) -> set:
     return out
 
 
-def check_statements(nest, statements) -> None:
+class _ViewBounds:
+    """What the bounds proof needs of an array view: a name and sizes."""
+
+    def __init__(self, view):
+        self.name = f"the {view.kind} of {view.parent.name}"
+        self.shape = view.shape_exprs()
+
+
+def check_statements(nest, statements, view_accesses=()) -> None:
+    """Roles, affine indices and bounds of captured statements (and of accesses through views)."""
     nest_vars = set(nest.index_vars)
     symbols = _runtime_sizes(nest, statements)
+    for _, view, _ in view_accesses:
+        for sh in view.shape_exprs():
+            a = to_affine(sh)
+            if a is not None:
+                symbols.update(a.vars)
     pending_bounds = []
+    for where, view, indices in view_accesses:
+        affs = [_affine_index(where, _ViewBounds(view), k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]
+        pending_bounds.append((where, _ViewBounds(view), affs))
     for st in statements:
         store = st.store
         role = store.buffer.role
@@ -61,23 +78,25 @@ def check_statements(nest, statements) -> None:
             if not is_write and buf.role == "output":
                 raise LogicError(f"{st.describe()}: reads {buf.name}, an OUTPUT array (write-only: its "
                                  f"initial contents are undefined); use Role.INPUT_OUTPUT to accumulate into it")
-            affs = []
-            for k, ix in enumerate(indices):
-                a = to_affine(ix)
-                if a is None:
-                    from ..ir.printer import expr_str
-
-                    raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is not "
-                                     f"an affine function of the loop indices")
-                for v in a.vars:
-                    if v not in nest_vars and v not in symbols:
-                        raise LogicError(f"{st.describe()}: index {k} of {buf.name} uses `{v.name}`, which "
-                                         f"is not an index of this nest (or a runtime dimension)")
-                affs.append(a)
+            affs = [_affine_index(st, buf, k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]
             pending_bounds.append((st, buf, affs))
     problems = prove_in_bounds(nest, pending_bounds)
     if problems:
         raise LogicError(problems[0])
+
+
+def _affine_index(st, buf, k: int, ix, nest_vars, symbols) -> Affine:
+    a = to_affine(ix)
+    if a is None:
+        from ..ir.printer import expr_str
+
+        raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is not "
+                         f"an affine function of the loop indices")
+    for v in a.vars:
+        if v not in nest_vars and v not in symbols:
+            raise LogicError(f"{st.describe()}: index {k} of {buf.name} uses `{v.name}`, which "
+                             f"is not an index of this nest (or a runtime dimension)")
+    return a
 
 
 def prove_in_bounds(nest, pending) -> list:

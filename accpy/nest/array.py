@@ -285,8 +285,193 @@ class Array:
     def __setitem__(self, key, value) -> None:
         record_assignment(self, key, value)
 
+    # -- views ----------------------------------------------------------------------------
+    def sub_array(self, offsets, shape, strides=()) -> "ArrayView":
+        """A view of a window of this array: `view[i0, i1, ...]` is `self[offsets[0] + strides[0]*i0, ...]`.
+
+        `offsets`: one per dimension (ints, runtime Dimensions, or index expressions of a nest's
+        indices when the view is made inside iteration logic); `shape`: the view's sizes (ints,
+        Dimensions or Parameters); `strides`: steps in this array's elements (default 1). The
+        view shares this array's storage and role; accesses through it become accesses to this
+        array (and are proved to stay inside the view). Windows that do not fit raise ValueError.
+        """
+        return ArrayView(self, "sub_array", offsets=offsets, shape=shape, strides=strides)
+
+    def slice(self, dims, offsets) -> "ArrayView":
+        """A view of lower rank: the dimensions `dims` fixed at `offsets` (one offset per dim).
+
+        E.g. `A.slice([0], [3])` of a 2-D `A` is row 3 of A, indexed by the column.
+        """
+        return ArrayView(self, "slice", dims=dims, offsets=offsets)
+
     def __repr__(self) -> str:
         return f"Array({self.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
+
+
+def _view_int(x, what: str, minimum: int):
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{what}: expected an integer, got {x!r}")
+    if isinstance(x, (int, np.integer)):
+        if x < minimum:
+            raise ValueError(f"{what}: expected an integer >= {minimum}, got {x}")
+        return int(x)
+    return None
+
+
+class ArrayView:
+    """A window of an Array (`Array.sub_array`, `Array.slice`): the same storage, indexed anew.
+
+    A view is used in iteration logic like an array; each access becomes an access to the
+    root array (so analyses, caches and generated code see only that array), and the view's
+    own bounds are proved like any array's. Pass the root array as a function argument and
+    to `plan.cache`, not the view.
+    """
+
+    def __init__(self, parent, kind: str, offsets, shape=None, strides=(), dims=None):
+        from .parameters import Parameter
+
+        self.parent = parent
+        self.kind = kind
+        what = f"{kind} of {parent.name}"
+        prank = parent.rank
+        offsets = tuple(offsets) if isinstance(offsets, (list, tuple)) else (offsets,)
+        if kind == "sub_array":
+            shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+            if len(offsets) != prank or len(shape) != prank:
+                raise ValueError(f"{what}: expected {prank} offsets and {prank} sizes (the rank of "
+                                 f"{parent.name}), got {len(offsets)} and {len(shape)}")
+            strides = tuple(strides) if strides else (1,) * prank
+            if len(strides) != prank:
+                raise ValueError(f"{what}: strides: expected {prank} strides, got {len(strides)}")
+            for k, st in enumerate(strides):
+                if _view_int(st, f"{what}: strides[{k}]", 1) is None:
+                    raise TypeError(f"{what}: strides[{k}]: expected an integer >= 1, got {st!r}")
+            for k, sz in enumerate(shape):
+                if _view_int(sz, f"{what}: shape[{k}]", 1) is None and not isinstance(sz, (Dimension, Parameter)):
+                    raise TypeError(f"{what}: shape[{k}]: expected an int >= 1, an acc.Dimension or a "
+                                    f"parameter, got {sz!r}")
+            self._kept = tuple(range(prank))
+            self._fixed = {}
+            self._offsets, self._strides, self._shape = offsets, strides, shape
+        elif kind == "slice":
+            dims = tuple(dims) if isinstance(dims, (list, tuple)) else (dims,)
+            if len(dims) != len(offsets):
+                raise ValueError(f"{what}: expected one offset per sliced dimension, got {len(dims)} "
+                                 f"dimensions and {len(offsets)} offsets")
+            for d in dims:
+                if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or not 0 <= d < prank:
+                    raise ValueError(f"{what}: dims: expected dimensions of {parent.name} (0..{prank - 1}), got {d!r}")
+            if len(set(dims)) != len(dims):
+                raise ValueError(f"{what}: dims: a dimension is given twice: {list(dims)}")
+            if len(dims) >= prank:
+                raise ValueError(f"{what}: slicing all {prank} dimensions leaves no array; index {parent.name} instead")
+            self._fixed = dict(zip((int(d) for d in dims), offsets))
+            self._kept = tuple(d for d in range(prank) if d not in self._fixed)
+            pshape = parent.shape
+            self._offsets = tuple(self._fixed.get(d, 0) for d in range(prank))
+            self._strides = (1,) * prank
+            self._shape = tuple(pshape[d] for d in self._kept)
+        else:  # pragma: no cover - internal
+            raise ValueError(kind)
+        for k, off in enumerate(self._offsets):
+            if _view_int(off, f"{what}: offsets[{k}]", 0) is None and not isinstance(off, (Dimension, Value)):
+                raise TypeError(f"{what}: offsets[{k}]: expected an int >= 0, an acc.Dimension or an index "
+                                f"expression, got {off!r}")
+        self._check_fits(what)
+        self.name = f"{parent.name}_{kind}"
+        self.role = parent.role
+        self.element_type = parent.element_type
+
+    def _check_fits(self, what: str) -> None:
+        """A window of known numbers must lie inside the parent (runtime sizes are proved at use)."""
+        pshape = self.parent.shape
+        view_shape = dict(zip(self._kept, self._shape)) if self.kind == "slice" else dict(enumerate(self._shape))
+        for d in range(self.parent.rank):
+            off, psz = self._offsets[d], pshape[d]
+            if not isinstance(off, int) or not isinstance(psz, (int, np.integer)):
+                continue
+            if d in self._fixed:
+                last = off
+            else:
+                sz = view_shape[d]
+                if not isinstance(sz, int):
+                    continue
+                last = off + (sz - 1) * self._strides[d]
+            if last >= psz:
+                raise ValueError(f"{what}: dimension {d} reaches element {last}, but {self.parent.name} has "
+                                 f"{psz} there (offset {off}" + (f", size {view_shape[d]}, stride "
+                                                                 f"{self._strides[d]})" if d not in self._fixed else ")"))
+
+    # -- the Array interface used by logic ------------------------------------------------
+    @property
+    def shape(self) -> "Shape":
+        """The view's sizes."""
+        return Shape(self._shape)
+
+    @property
+    def rank(self) -> int:
+        """The view's number of dimensions."""
+        return len(self._shape)
+
+    @property
+    def root(self) -> "Array":
+        """The array whose storage this view (or a view of a view) shares."""
+        return self.parent.root if isinstance(self.parent, ArrayView) else self.parent
+
+    def shape_exprs(self) -> tuple:
+        """The view's sizes as IR index expressions."""
+        return tuple(size_expr(s, f"shape of {self.name}") for s in self._shape)
+
+    def normalize_indices(self, key) -> tuple:
+        """A subscript of the view, checked like an array's (rank, integer type)."""
+        return Array.normalize_indices(self, key)
+
+    def parent_indices(self, indices: tuple) -> tuple:
+        """Logic Values indexing the parent for the view's `indices`."""
+        out = []
+        kept = iter(indices)
+        for d in range(self.parent.rank):
+            off = self._offsets[d]
+            off_v = lift(off)
+            if d in self._fixed:
+                out.append(off_v)
+            else:
+                ix = next(kept)
+                st = self._strides[d]
+                term = ix if st == 1 else ix * st
+                out.append(term if isinstance(off, int) and off == 0 else off_v + term)
+        return tuple(out)
+
+    def _to_root(self, indices: tuple):
+        """(root array, its indices) for view `indices`; records the view's bounds obligation."""
+        from .logic import LogicCapture
+
+        cap = LogicCapture.current()
+        if cap is not None:
+            cap.note_view_access(self, indices)
+        parent_ix = self.parent_indices(indices)
+        if isinstance(self.parent, ArrayView):
+            return self.parent._to_root(parent_ix)
+        return self.parent, parent_ix
+
+    def __getitem__(self, key) -> Access:
+        array, ix = self._to_root(self.normalize_indices(key))
+        return Access(array, ix)
+
+    def __setitem__(self, key, value) -> None:
+        array, ix = self._to_root(self.normalize_indices(key))
+        record_assignment(array, tuple(ix), value)
+
+    def sub_array(self, offsets, shape, strides=()) -> "ArrayView":
+        """A window of this view (see Array.sub_array)."""
+        return ArrayView(self, "sub_array", offsets=offsets, shape=shape, strides=strides)
+
+    def slice(self, dims, offsets) -> "ArrayView":
+        """This view with dimensions `dims` fixed at `offsets` (see Array.slice)."""
+        return ArrayView(self, "slice", dims=dims, offsets=offsets)
+
+    def __repr__(self) -> str:
+        return f"ArrayView({self.kind} of {self.parent.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
 
 
 class Scalar(Value):

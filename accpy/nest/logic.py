@@ -294,6 +294,15 @@ class LogicCapture:
         self.nest = nest
         self.statements: list = []
         self.first_number = first_number
+        #: accesses through array views: (statement being written, view, index exprs), whose
+        #: indices must stay inside the view (proved with the statements' own bounds)
+        self.view_accesses: list = []
+
+    def note_view_access(self, view, indices: tuple) -> None:
+        """Remember an access through `view` (its bounds are proved when the logic is checked)."""
+        file, line, text = user_location()
+        where = LogicStatement(None, self.first_number + len(self.statements), file, line, text)  # type: ignore[arg-type]
+        self.view_accesses.append((where, view, tuple(ix.expr for ix in indices)))
 
     def __enter__(self):
         LogicCapture._active.append(self)

@@ -127,7 +127,7 @@ class Nest:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
         from ..analysis.logic_check import check_statements
 
-        check_statements(self, cap.statements)
+        check_statements(self, cap.statements, cap.view_accesses)
         return cap.statements
 
     # -- next stages --------------------------------------------------------------------

@@ -289,9 +289,11 @@ class Plan:
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
               double_buffer_location=None, vectorize=None, strategy=None):
         """A local copy of `source`'s active block at a key-slice (see accpy/plan/cache.py)."""
-        from ..nest.array import Array, Role
+        from ..nest.array import Array, ArrayView, Role
         from .cache import Cache, MemorySpace
 
+        if isinstance(source, ArrayView):
+            raise TypeError(f"source: {source!r} is a view; cache the array it views ({source.root.name})")
         if not isinstance(source, (Array, Cache)):
             raise TypeError(f"source: expected an acc.Array or a Cache, got {type(source).__name__}")
         if isinstance(source, Cache) and source.plan is not self:
