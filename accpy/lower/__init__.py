@@ -129,13 +129,15 @@ def _symbols(stmt, space) -> list:
 
 def argument_objects(args) -> tuple:
     """Array / Dimension / Scalar arguments as IR buffers and vars."""
-    from ..nest.array import Array, ArrayView, Dimension, Scalar
+    from ..nest.array import Array, ArrayView, Dimension, OutputDimension, Scalar
 
     out = []
     for a in args:
         if isinstance(a, ArrayView):
             raise ValueError(f"args: {a!r} is a view; pass the array it views ({a.root.name}) as the argument")
-        if isinstance(a, Array):
+        if isinstance(a, OutputDimension):
+            out.append(a.array.buffer)
+        elif isinstance(a, Array):
             out.append(a.buffer)
         elif isinstance(a, (Dimension, Scalar)):
             out.append(a.var)

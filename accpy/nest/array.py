@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import LogicError
-from ..ir.expr import Buffer, Const, Expr, Var, idx_op
+from ..ir.expr import Buffer, Cast, Const, Expr, Var, idx_op
 from ..ir.names import check_name
 from ..ir.types import ScalarType
 from .logic import Access, Value, lift, record_assignment
@@ -47,13 +47,18 @@ class Dimension(Value):
         INPUT = "input"
         OUTPUT = "output"
 
+    def __new__(cls, name=None, role=None, value=None):
+        if isinstance(name, (Role, Dimension.Role)) and not isinstance(role, (Role, Dimension.Role)):
+            name, role = role, name
+        if role in (Role.OUTPUT, Dimension.Role.OUTPUT):
+            return OutputDimension(name)  # (not a Dimension: __init__ does not run)
+        return super().__new__(cls)
+
     def __init__(self, name=None, role=None, value=None):
         # Accera takes the name first (`Dimension("M")`) or a role first (`Dimension(Role.INPUT)`)
         if isinstance(name, (Role, Dimension.Role)) and not isinstance(role, (Role, Dimension.Role)):
             name, role = role, name
         role = Role.INPUT if role is None else role
-        if role in (Role.OUTPUT, Dimension.Role.OUTPUT):
-            raise NotImplementedError("OUTPUT dimensions (sizes computed by the function) are not supported yet")
         if role not in (Role.INPUT, Dimension.Role.INPUT):
             raise ValueError(f"role: a Dimension is INPUT or OUTPUT, got {role!r}")
         if name is not None and not isinstance(name, str):
@@ -88,6 +93,50 @@ class Dimension(Value):
         return f"Dimension({self.name})"
 
 
+class OutputDimension:
+    """A size the function computes and hands back (`acc.Dimension(role=acc.Role.OUTPUT)`).
+
+    Inside iteration logic, `N.value = expr` (an integer expression of indices, runtime
+    sizes and array elements) sets it; the last assignment in the scheduled order wins.
+    It is an argument like an OUTPUT array of one int64 element: `int64_t*` in C, and from
+    Python a numpy int64 array of shape (1,) that receives the value. It cannot size an
+    array (arrays the function allocates are not supported) and cannot be read in logic.
+    """
+
+    def __init__(self, name=None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name: expected a string, got {type(name).__name__} {name!r}")
+        if name:
+            check_name(name, "name")
+        self.name_given = bool(name)
+        self.name = name or inferred_or_generated("dim")
+        self.role = Role.OUTPUT
+        self.array = Array(role=Role.OUTPUT, shape=(1,), element_type=ScalarType.int64, name=self.name)
+        self.array.name_given = self.name_given
+
+    @property
+    def value(self):
+        """Write-only inside iteration logic (`N.value = expr`); reading it is an error."""
+        raise LogicError(f"the OUTPUT dimension {self.name} is computed by the function: set it with "
+                         f"`{self.name}.value = ...` inside iteration logic; it cannot be read")
+
+    @value.setter
+    def value(self, expr) -> None:
+        from .logic import LogicCapture
+
+        if LogicCapture.current() is None:
+            raise LogicError(f"{self.name}.value = ... sets an OUTPUT dimension inside iteration logic only")
+        v = lift(expr)
+        if not v.element_type.is_int:
+            raise LogicError(f"{self.name}.value: expected an integer expression, got {v.element_type.name}; "
+                             f"use acc.cast(..., acc.ScalarType.int64)")
+        record_assignment(self.array, (0,), v if v.element_type is ScalarType.int64 else
+                          Value(Cast(v.expr, ScalarType.int64)))
+
+    def __repr__(self) -> str:
+        return f"OutputDimension({self.name})"
+
+
 def create_dimensions(role=None):
     """`M, N = acc.create_dimensions()`: runtime sizes named after the variables."""
     names = assigned_names()
@@ -110,6 +159,9 @@ def size_expr(s, what: str) -> Expr:
         if s < 1:
             raise ValueError(f"{what}: sizes must be integers >= 1, got {s}")
         return Const(int(s))
+    if isinstance(s, OutputDimension):
+        raise NotImplementedError(f"{what}: the OUTPUT dimension {s.name} cannot size an array (arrays the "
+                                  f"function allocates are not supported); size it with an INPUT dimension")
     if isinstance(s, float) and s == float("inf"):
         raise NotImplementedError(f"{what}: unbounded (acc.inf) sizes are not supported; give the size, "
                                   f"an acc.Dimension or a parameter")

@@ -25,9 +25,14 @@ def generated_name(prefix: str) -> str:
 
 
 def inferred_or_generated(prefix: str) -> str:
-    """The variable the current call's result is assigned to, else a generated name."""
+    """The variable the current call's result is assigned to, else a generated name (also when
+    that variable's name cannot name C: a non-ASCII identifier, a C keyword)."""
+    from ..ir.names import is_c_identifier, reserved_reason
+
     names = assigned_names()
-    return names[0] if len(names) == 1 else generated_name(prefix)
+    if len(names) == 1 and is_c_identifier(names[0]) and reserved_reason(names[0]) is None:
+        return names[0]
+    return generated_name(prefix)
 
 
 def argument_names(args) -> list:

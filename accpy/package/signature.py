@@ -78,7 +78,7 @@ def _layout_of(array) -> tuple:
 
 def describe_arguments(args) -> list:
     """ArgInfo for each of a function's `args` (Arrays, Dimensions, Scalars)."""
-    from ..nest.array import Array, Dimension, Role, Scalar
+    from ..nest.array import Array, Dimension, OutputDimension, Role, Scalar
     from ..nest.naming import argument_names
 
     out = []
@@ -98,6 +98,8 @@ def describe_arguments(args) -> list:
             info = ArgInfo(names[k], KIND_ARRAY, a.element_type, tuple(shape), layout, strides, a.role.value, a.buffer)
         elif isinstance(a, Dimension):
             info = ArgInfo(names[k], KIND_DIM, ScalarType.index, (), "C", (), "input", a.var)
+        elif isinstance(a, OutputDimension):  # an int64_t* the function writes
+            info = ArgInfo(names[k], KIND_ARRAY, ScalarType.int64, (1,), "C", (1,), "output", a.array.buffer)
         elif isinstance(a, Scalar):
             if a.value is not None:
                 raise ValueError(f"args[{k}]: the scalar {a.name} has a value ({a.value!r}): it is a constant "
