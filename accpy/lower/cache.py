@@ -384,6 +384,8 @@ class _CacheInfo:
     alias: bool = False  # thrifty: the source serves as the cache
     memory: Optional[str] = None  # a target memory (e.g. "scratchpad"), else host memory
     private: bool = False  # a TEMP living only in this cache: filled with zeros, never written back
+    deferred: bool = False  # a CONST source whose data are stored packed as this cache lays them out
+    tile: list = field(default_factory=list)  # deferred: the block extents the data are packed by
 
 
 def cache_loop_vars(plan) -> set:
@@ -432,7 +434,11 @@ def insert_caches(stmt, plan, symbols, owners=None):
         layout_last = c.layout is not None and c.layout is Array.Layout.LAST_MAJOR
         info = _CacheInfo(c, source, site_var, trig_var, c.element_type or source.dtype, layout_last, plan.target)
         info.memory = _target_memory(c)
+        info.deferred = getattr(c.source, "_deferred_cache", None) is c
         stmt = _apply(stmt, info, symbols)
+        if info.deferred:
+            buffers[id(c)] = info.buffer if info.buffer is not None else info.source
+            continue  # a packed constant: nothing to allocate or fill
         if info.buffer is not None:
             buffers[id(c)] = info.buffer
             out_bufs.append(info.buffer)
@@ -509,11 +515,16 @@ def _apply(stmt, info: _CacheInfo, symbols):
 
 def _apply_once(stmt, info: _CacheInfo, symbols):
     # 1. analyse every site: blocks, the buffer's shape
+    if info.deferred and (info.memory is not None or info.trigger_var is not None):
+        raise ScheduleError(f"deferred_layout of {info.source.name}: its cache must be an ordinary cache in "
+                            f"host memory (no trigger, no target memory)")
     if info.memory is not None:
         return _apply_target(stmt, info, symbols)
     blocks = _site_blocks(stmt, info.site_var, info.source, symbols)
     if not blocks:
         return stmt
+    if info.deferred:
+        return _apply_deferred(stmt, info, blocks, symbols)
     if _thrifty_skips(info, blocks):
         info.alias = True  # the source itself serves as the cache: no copies at all
         return stmt
@@ -534,6 +545,38 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
     info.buffer = Buffer(name, info.dtype, tuple(Const(s) for s in full_shape), tuple(Const(s) for s in strides),
                          role="cache", memory="local")
     # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
+    return _Rewrite(info, symbols).visit(stmt)
+
+
+def _apply_deferred(stmt, info: _CacheInfo, blocks, symbols):
+    """A CONST source with a deferred layout: its data, packed now block after block (each in the
+    cache's layout), replace the cache; the sites read the packed constant, nothing is copied."""
+    import numpy as np
+
+    src = info.source
+    rank = src.rank
+    tile = [max(b.ext_max[k] for b in blocks) for k in range(rank)]
+    for b in blocks:
+        for k in range(rank):
+            a = b.lo_aff[k]
+            if a is None or a.const % tile[k] or any(c % tile[k] for _, c in a.terms):
+                where = "not a single affine position" if a is None else f"at {a}"
+                raise ScheduleError(
+                    f"deferred_layout of {src.name}: the cache's blocks ({' x '.join(map(str, tile))}) must tile "
+                    f"the array, but a block starts {where} in dimension {k}, not at a multiple of {tile[k]}")
+    n = [int(to_affine(x).const) for x in src.shape]
+    tiles = [-(-n[k] // tile[k]) for k in range(rank)]
+    padded = np.zeros([t * e for t, e in zip(tiles, tile)], dtype=src.data.dtype)
+    padded[tuple(slice(0, x) for x in n)] = src.data
+    split = padded.reshape([v for t, e in zip(tiles, tile) for v in (t, e)])
+    packed = split.transpose(list(range(0, 2 * rank, 2)) + list(range(1, 2 * rank, 2)))
+    if info.dtype is not src.dtype:
+        packed = packed.astype(info.dtype.dtype)
+    full = tiles + tile
+    strides = _strides(full, lead=rank, last_major=info.layout_last)
+    info.tile = tile
+    info.buffer = Buffer(f"{src.name}_packed", info.dtype, tuple(Const(x) for x in full),
+                         tuple(Const(x) for x in strides), role="const", data=np.ascontiguousarray(packed))
     return _Rewrite(info, symbols).visit(stmt)
 
 
@@ -799,8 +842,8 @@ class _Rewrite(Mutator):
             if blk is None:
                 return f
             body = _RedirectAccesses(info, blk).visit(f)
-            if info.trigger_var is not None:
-                return body  # copies happen at the trigger loop
+            if info.trigger_var is not None or info.deferred:
+                return body  # copies happen at the trigger loop (none: a packed constant)
             return block(*self._copy_in(blk), body, *self._write_back(blk))
         if info.trigger_var is not None and f.var is info.trigger_var:
             self.enclosing.append(f)
@@ -945,6 +988,10 @@ class _RedirectAccesses(Mutator):
 
     def _index(self, indices):
         info = self.info
+        if info.deferred:  # the packed constant: which block, then where in it
+            tiles = [Affine([(v, c // e) for v, c in a.terms], a.const // e).to_expr()
+                     for a, e in zip(self.blk.lo_aff, info.tile)]
+            return tuple(tiles) + tuple(idx_op("sub", ix, o) for ix, o in zip(indices, self.blk.lo))
         lead = [idx_op("sub", v, Const(lo)) for v, lo in zip(info.lead_vars, info.lead_lo)]
         if info.trigger_var is not None:
             origin = [a.to_expr() if a is not None else lo for a, lo in zip(self.blk.lo_aff, self.blk.lo)]

@@ -337,6 +337,36 @@ class Array:
     def __setitem__(self, key, value) -> None:
         record_assignment(self, key, value)
 
+    # -- deferred layout ------------------------------------------------------------------
+    def deferred_layout(self, cache) -> None:
+        """Store this CONST array's data as `cache` packs it (a DEFERRED layout fixed by a cache).
+
+        The data are packed when the package is built: block after block, each in the
+        cache's layout, so the cache costs no copy at run time (the kernel reads the packed
+        constant directly). The array must be CONST with `layout=Array.Layout.DEFERRED`,
+        and `cache` a cache of this array (`plan.cache(A, ...)`, not a multicache). Its blocks
+        must tile the array: each starts at a multiple of the block's extents (as split and
+        tile give); otherwise the build raises ScheduleError.
+        """
+        from ..plan.cache import Cache
+
+        if self.role is not Role.CONST:
+            raise ValueError(f"deferred_layout: {self.name} is {self.role.name}; only CONST arrays have a "
+                             f"deferred layout")
+        if self.requested_layout is not _Layout.DEFERRED:
+            raise ValueError(f"deferred_layout: the layout of {self.name} is already set "
+                             f"({self.requested_layout}); create it with layout=Array.Layout.DEFERRED")
+        if not isinstance(cache, Cache):
+            raise TypeError(f"cache: expected the Cache returned by plan.cache({self.name}, ...), got {cache!r}")
+        if cache.source is not self:
+            raise ValueError(f"cache: that cache is of {getattr(cache.source, 'name', cache.source)}, "
+                             f"not of {self.name}")
+        if getattr(self, "_deferred_cache", None) is not None and self._deferred_cache is not cache:
+            raise ValueError(f"deferred_layout: the layout of {self.name} is already set by another cache")
+        if cache.trigger_index is not None or cache.trigger_level is not None:
+            raise ValueError("deferred_layout: the cache has a trigger (a multicache); give a cache without one")
+        self._deferred_cache = cache
+
     # -- views ----------------------------------------------------------------------------
     def sub_array(self, offsets, shape, strides=()) -> "ArrayView":
         """A view of a window of this array: `view[i0, i1, ...]` is `self[offsets[0] + strides[0]*i0, ...]`.
