@@ -71,22 +71,34 @@ def test_indirect_index(arrays):
     logic_error(body, r"statement 1", r"A\[Bi\[i\], j\]", "not an affine")
 
 
-@pytest.mark.parametrize("which", ["floordiv", "mod", "square"])
+@pytest.mark.parametrize("which", ["square", "floordiv_by_index", "mod_by_zero"])
 def test_other_non_affine_indices(arrays, which):
     A, C = arrays["A"], arrays["C"]
 
     def body(i, j):
-        ix = {"floordiv": i // 2, "mod": i % 8, "square": i * i}[which]
+        ix = {"square": i * i, "floordiv_by_index": i // (j + 1), "mod_by_zero": i % 0}[which]
         C[i, j] = A[ix, j]
 
     logic_error(body, r"statement 1", "not an affine")
+
+
+@pytest.mark.parametrize("which", ["floordiv", "mod"])
+def test_quasi_affine_indices_are_accepted(arrays, which):
+    """`//` and `%` by positive constants are quasi-affine (tests/test_quasi_affine.py builds them)."""
+    A, C = arrays["A"], arrays["C"]
+    n = acc.Nest(shape=tuple(C.shape))
+    i, j = n.get_indices()
+
+    @n.iteration_logic
+    def _():
+        C[i, j] = A[{"floordiv": i // 2, "mod": i % 8}[which], j]
 
 
 def test_non_affine_store_index(arrays):
     A, C = arrays["A"], arrays["C"]
 
     def body(i, j):
-        C[i // 2, j] = A[i, j]
+        C[i * j, j] = A[i, j]  # (i // 2 is quasi-affine, accepted)
 
     logic_error(body, r"statement 1", "index 0 of C", "not an affine")
 

@@ -25,7 +25,7 @@ from ..errors import ScheduleError
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Load
 from ..ir.visitor import Visitor
-from .smt import z3_affine
+from .smt import z3_affine, z3_index
 
 log = logging.getLogger("accpy")
 
@@ -38,7 +38,7 @@ class Access:
     stmt: int  # position of the statement in its part
     statement: object  # nest.logic.LogicStatement (for messages)
     buffer: object
-    indices: tuple  # Affine over the nest's index vars and runtime sizes
+    indices: tuple  # Affine over the nest's index vars and runtime sizes (quasi-affine: the expression)
     kind: str  # "read" | "write" | "reduce"
     op: Optional[str] = None  # commuting class of a reduction update
 
@@ -60,9 +60,14 @@ def _self_load(store):
     return None
 
 
+def _index(e):
+    a = to_affine(e)
+    return a if a is not None else e  # a quasi-affine index (// and % by constants): z3 takes it as is
+
+
 def statement_accesses(part_no: int, stmt_no: int, st) -> list:
     store = st.store
-    idx = tuple(to_affine(e) for e in store.indices)
+    idx = tuple(_index(e) for e in store.indices)
     out = []
     skip = None
     if store.reduce is not None and store.reduce in _REDUCE_CLASS:
@@ -81,7 +86,7 @@ def statement_accesses(part_no: int, stmt_no: int, st) -> list:
     class Reads(Visitor):
         def visit_Load(self, n: Load):
             if n is not skip:
-                out.append(Access(part_no, stmt_no, st, n.buffer, tuple(to_affine(e) for e in n.indices), "read"))
+                out.append(Access(part_no, stmt_no, st, n.buffer, tuple(_index(e) for e in n.indices), "read"))
             self.generic_visit(n)
 
     Reads().visit(store.value)
@@ -140,8 +145,9 @@ class _Encoder:
             self.solver.add(self.syms[v] >= 1)  # runtime sizes
         return self.syms[v]
 
-    def zaff(self, a: Affine, env: dict):
-        return z3_affine(a, lambda v: env[v] if v in env else self.sym(v))
+    def zaff(self, a, env: dict):
+        term = lambda v: env[v] if v in env else self.sym(v)  # noqa: E731
+        return z3_affine(a, term) if isinstance(a, Affine) else z3_index(a, term)
 
     def find(self, a: Access, b: Access, relation: Callable) -> Optional["Violation"]:
         """Two instances of a and b on one element with `relation(ia, ib)`: a Violation, or None."""

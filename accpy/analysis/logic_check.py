@@ -6,10 +6,10 @@ included, as unknowns >= 1); a failure names the statement and a concrete iterat
 from __future__ import annotations
 
 from ..errors import LogicError
-from ..ir.affine import Affine, to_affine
+from ..ir.affine import Affine, is_quasi_affine, to_affine
 from ..ir.expr import Load
-from ..ir.visitor import Visitor
-from .smt import z3_affine
+from ..ir.visitor import Visitor, free_vars
+from .smt import z3_affine, z3_index
 
 
 def accesses_of(store) -> list:
@@ -29,8 +29,16 @@ def accesses_of(store) -> list:
     return out
 
 
-def _fmt_affine(a: Affine) -> str:
-    return str(a)
+def _fmt_affine(a) -> str:
+    if isinstance(a, Affine):
+        return str(a)
+    from ..ir.printer import expr_str
+
+    return expr_str(a)
+
+
+def _index_vars(a) -> set:
+    return set(a.vars) if isinstance(a, Affine) else set(free_vars(a))
 
 
 def _runtime_sizes(nest, statements) -> set:
@@ -85,14 +93,18 @@ def check_statements(nest, statements, view_accesses=()) -> None:
         raise LogicError(problems[0])
 
 
-def _affine_index(st, buf, k: int, ix, nest_vars, symbols) -> Affine:
+def _affine_index(st, buf, k: int, ix, nest_vars, symbols):
+    """The index as an Affine, or (quasi-affine: `//`, `%` by positive constants) the expression."""
     a = to_affine(ix)
     if a is None:
-        from ..ir.printer import expr_str
+        if not is_quasi_affine(ix):
+            from ..ir.printer import expr_str
 
-        raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is not "
-                         f"an affine function of the loop indices")
-    for v in a.vars:
+            raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is not an affine "
+                             f"function of the loop indices (sums and constant multiples of indices and "
+                             f"runtime sizes, with `//` and `%` by positive integer constants)")
+        a = ix
+    for v in sorted(_index_vars(a), key=lambda v: v.uid):
         if v not in nest_vars and v not in symbols:
             raise LogicError(f"{st.describe()}: index {k} of {buf.name} uses `{v.name}`, which "
                              f"is not an index of this nest (or a runtime dimension)")
@@ -123,8 +135,8 @@ def _z3_check(nest, pending) -> list:
             zv[v] = z3.Int(f"{v.name}_{v.uid}")
         return zv[v]
 
-    def zaff(a: Affine):
-        return z3_affine(a, z)
+    def zaff(a):
+        return z3_affine(a, z) if isinstance(a, Affine) else z3_index(a, z)
 
     s = z3.Solver()
     s.set("timeout", 5000)
@@ -135,7 +147,7 @@ def _z3_check(nest, pending) -> list:
         symbols.update(ea.vars)
     for _, buf, affs in pending:
         for a in affs:
-            symbols.update(x for x in a.vars if x not in set(nest.index_vars))
+            symbols.update(x for x in _index_vars(a) if x not in set(nest.index_vars))
         for sh in buf.shape:
             symbols.update(to_affine(sh).vars)
     for sym in symbols:

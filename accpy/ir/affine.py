@@ -211,6 +211,29 @@ def cond_constraints(cond) -> Optional[list]:
     return None
 
 
+def is_quasi_affine(e) -> bool:
+    """`e` is built from affine index expressions with `+`, `-`, multiplication by an integer
+    constant, and floor division / modulo (`//`, `%`) by positive integer constants, e.g.
+    `(i // 4) % 4` (Accera's packing subscripts). Such an index is exact in z3 (its integer
+    division and modulo by a positive constant are Python's floor semantics)."""
+    if to_affine(e) is not None:
+        return True
+    if isinstance(e, UnOp) and e.op == "neg":
+        return is_quasi_affine(e.a)
+    if isinstance(e, Cast):
+        return e.dtype.is_int and is_quasi_affine(e.a)
+    if not isinstance(e, BinOp) or not e.dtype.is_int:
+        return False
+    if e.op in ("add", "sub"):
+        return is_quasi_affine(e.a) and is_quasi_affine(e.b)
+    if e.op == "mul":
+        return (as_int(e.a) is not None and is_quasi_affine(e.b)) or (as_int(e.b) is not None and is_quasi_affine(e.a))
+    if e.op in ("floordiv", "mod"):
+        c = as_int(e.b)
+        return c is not None and c > 0 and is_quasi_affine(e.a)
+    return False
+
+
 def floor_form(e) -> Optional[tuple]:
     """`e` as `floor(Y / d) + R` (Y, R affine, d >= 1), or None.
 

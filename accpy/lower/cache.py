@@ -160,7 +160,12 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Bl
         for k, ix in enumerate(acc.indices):
             a = to_affine(ix)
             if a is None:
-                raise ScheduleError(f"cache of {buf.name}: subscript {k} is not affine")
+                # quasi-affine (// and % by constants): the constant range z3 finds over the
+                # site's iterations (a box that may hold more than the block, never less)
+                rng = _quasi_range(ix, cons, buf.name, k)
+                los[k].append([Bound(Affine.constant(rng[0]), 1)])
+                his[k].append([Bound(Affine.constant(rng[1]), 1)])
+                continue
             los[k].append(_extreme(a, cons, drop, False, ctx))
             his[k].append(_extreme(a, cons, drop, True, ctx))
     lo_e, hi_e, lo_aff, hi_aff, ext_max = [], [], [], [], []
@@ -190,6 +195,40 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[_Bl
     writes = any(a.is_write for a in accesses)
     full = writes and not reads and _covers_box(accesses, ctx, lo_aff, hi_aff)
     return _Block(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx, hi_aff)
+
+
+def _quasi_range(ix, cons: ConstraintSet, name: str, k: int) -> tuple:
+    """(min, max) of a quasi-affine subscript over a constraint set (z3), or ScheduleError."""
+    import z3
+
+    from ..analysis.smt import z3_affine, z3_index
+    from ..ir.affine import is_quasi_affine
+
+    if not is_quasi_affine(ix):
+        raise ScheduleError(f"cache of {name}: subscript {k} is not affine")
+    zv: dict = {}
+
+    def term(v):
+        if v not in zv:
+            zv[v] = z3.Int(f"{v.name}#{v.uid}")
+        return zv[v]
+
+    out = []
+    for minimize in (True, False):
+        opt = z3.Optimize()
+        opt.set("timeout", 5000)
+        for c in cons.cons:
+            opt.add(z3_affine(c, term) >= 0)
+        e = z3_index(ix, term)
+        h = opt.minimize(e) if minimize else opt.maximize(e)
+        if opt.check() != z3.sat:
+            raise ScheduleError(f"cache of {name}: could not bound subscript {k} (a `//` or `%` index)")
+        v = (opt.lower(h) if minimize else opt.upper(h))
+        if not z3.is_int_value(v):
+            raise ScheduleError(f"cache of {name}: subscript {k} (a `//` or `%` index) is unbounded over "
+                                f"the cache's block; cache at an index whose loops have constant extents")
+        out.append(v.as_long())
+    return out[0], out[1]
 
 
 def _union(ctx, singles, groups, lower: bool):
