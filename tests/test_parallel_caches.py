@@ -107,3 +107,32 @@ def test_tune_sample_packed_a_at_the_parallel_index(tmp_path):
         c = np.zeros((M, N), np.float32)
         fn(a, b, c)
         np.testing.assert_array_equal(c, a @ b)
+
+
+def test_heap_caches_are_allocated_once_per_thread(tmp_path):
+    """A packed panel too big for the stack, private to each iteration of the parallel loop, is
+    allocated once per thread (`omp parallel` { allocate; `omp for`; free }), not per iteration."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    try:
+        from optimized_matmul import matmul_plan
+    finally:
+        sys.path.pop(0)
+    M, N, K = 200, 520, 300
+    plan, args = matmul_plan(M, N, K, threads=2)
+    fn, c_text = _build(plan, args, tmp_path, "hp")
+    body = c_text[c_text.index("__impl("):]
+    region = body.index("#pragma omp parallel num_threads")
+    alloc = body.index("accpy_alloc_array(\"the temporary B_cache\"")
+    loop = body.index("#pragma omp for schedule(static)")
+    assert region < alloc < loop, "the panel is not allocated between the parallel region and its loop"
+    assert body.count("accpy_alloc_array") == 1 and "#pragma omp parallel for" not in body
+    rng = np.random.default_rng(3)
+    a = rng.integers(-4, 5, (M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, (K, N)).astype(np.float32)
+    for _ in range(5):
+        c = np.zeros((M, N), np.float32)
+        fn(a, b, c)
+        np.testing.assert_array_equal(c, a @ b)

@@ -68,7 +68,7 @@ def _sample_kernels():
     from optimized_matmul import matmul_plan
 
     out = []
-    for M, N, K_, t in ((61, 75, 37, 1), (70, 130, 45, 2)):
+    for M, N, K_, t in ((61, 75, 37, 1), (70, 130, 45, 2), (37, 300, 130, 2)):  # (the last: heap panels per thread)
         plan, args = matmul_plan(M, N, K_, threads=t)
         A, B, C = args
 
@@ -76,7 +76,7 @@ def _sample_kernels():
             return {"A": K._rand(rng, (M, K_), "float32"), "B": K._rand(rng, (K_, N), "float32"),
                     "C": K._rand(rng, (M, N), "float32")}
 
-        out.append(K.Kernel(plan, args, f"sgemm_t{t}", inputs=inputs,
+        out.append(K.Kernel(plan, args, f"sgemm_t{t}_{N}", inputs=inputs,
                             oracle=lambda v: {"C": v["C"] + v["A"] @ v["B"]}))
     H, W, C_, K2 = 5, 9, 6, 20
     plan, args = conv2d_plan(H, W, C_, K2)

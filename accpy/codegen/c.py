@@ -372,6 +372,11 @@ class CEmitter:
         self.emit(c_comment(s.text), depth)
 
     def s_For(self, s: For, depth):
+        if s.kind == "parallel":
+            hoisted, s = _hoist_thread_buffers(s, self._on_stack)
+            if hoisted:
+                self._parallel_region(s, hoisted, depth)
+                return
         v = self.var(s.var)
         lo, hi = self.expr(s.lo), self.expr(s.hi)
         if s.kind == "parallel":
@@ -414,35 +419,76 @@ class CEmitter:
         else:
             self.emit(f"{target} = {combined};", depth)
 
+    @staticmethod
+    def _elements(b: Buffer):
+        total = Const(1)
+        for d in b.shape:
+            total = idx_op("mul", total, d)
+        a = to_affine(total)
+        return a.const if a is not None and a.is_const else None
+
+    def _on_stack(self, b: Buffer) -> bool:
+        """Is `b` a fixed-size local array (at most 64 KiB), rather than allocated on the heap?"""
+        n = self._elements(b)
+        return n is not None and n * b.dtype.bits // 8 <= 64 * 1024 and b.memory != "heap"
+
+    def _heap_alloc(self, b: Buffer, zero: bool, depth) -> str:
+        """Emit the heap allocation of `b` (NULL, with the error set, on failure); returns its C name."""
+        # runtime-sized (or large): every size is checked at run time by the runtime
+        # (negative dimensions, size_t overflow), the array named in the error
+        n = self._elements(b)
+        if n is not None and n * max(b.dtype.bits // 8, 1) >= 1 << 62:
+            raise ValueError(f"array {b.name}: {n} elements of {b.dtype.name} cannot be allocated "
+                             f"(the size in bytes does not fit in memory)")
+        name, ct = self.buf(b), c_type(b.dtype)
+        dims = ", ".join(f"(int64_t)({self.expr(d)})" for d in b.shape) or "1"
+        what = c_string(f"the temporary {b.name}")
+        self.emit(f"{ct}* {name} = ({ct}*)accpy_alloc_array({what}, sizeof({ct}), {1 if zero else 0}, "
+                  f"{max(len(b.shape), 1)}, (const int64_t[]){{{dims}}});", depth)
+        return name
+
+    def _parallel_region(self, s: For, hoisted: list, depth):
+        """A parallel loop whose per-thread heap buffers are allocated once per thread:
+        `omp parallel` { allocate; `omp for` loop; free }. Every thread meets the `omp for`
+        (a thread whose allocation failed skips its iterations' bodies; the error is set)."""
+        self.emit(f"#pragma omp parallel num_threads(accpy_threads({s.attr('threads', 1)}))", 0)
+        self.emit("{", depth)
+        names = [self._heap_alloc(a.buffer, a.zero, depth + 1) for a in hoisted]
+        clauses = f"schedule({s.attr('policy', 'static')})"
+        if s.attr("collapse", 1) > 1:
+            clauses += f" collapse({s.attr('collapse')})"
+        self.emit(f"#pragma omp for {clauses}", 0)
+
+        def loops(f: For, d):
+            self.emit(f"for (int64_t {self.var(f.var)} = {self.expr(f.lo)}; {self.var(f.var)} < "
+                      f"{self.expr(f.hi)}; ++{self.var(f.var)}) {{", d)
+            if isinstance(f.body, For) and f.body.kind == "parallel_inner":
+                loops(f.body, d + 1)
+            else:
+                self.emit(f"if ({' && '.join(names)}) {{", d + 1)
+                self.stmt(f.body, d + 2)
+                self.emit("}", d + 1)
+            self.emit("}", d)
+
+        loops(s, depth + 1)
+        for name in names:
+            self.emit(f"accpy_free({name});", depth + 1)
+        self.emit("}", depth)
+
     def s_Alloc(self, s: Alloc, depth):
         b = s.buffer
         if _intrinsic_memory(b.memory) is not None:
             # a target memory (e.g. Gemmini's scratchpad): addressed by the intrinsics, never allocated here
             self.stmt(s.body, depth)
             return
-        n = None
-        total = Const(1)
-        for d in b.shape:
-            total = idx_op("mul", total, d)
-        a = to_affine(total)
-        n = a.const if a is not None and a.is_const else None
-        name = self.buf(b)
-        ct = c_type(b.dtype)
-        if n is not None and n * b.dtype.bits // 8 <= 64 * 1024 and b.memory != "heap":
-            self.emit(f"{ct} {name}[{n}] __attribute__((aligned(64)));", depth)
+        if self._on_stack(b):
+            name, ct = self.buf(b), c_type(b.dtype)
+            self.emit(f"{ct} {name}[{self._elements(b)}] __attribute__((aligned(64)));", depth)
             if s.zero:
                 self.emit(f"memset({name}, 0, sizeof({name}));", depth)
             self.stmt(s.body, depth)
         else:
-            # runtime-sized (or large): every size is checked at run time by the runtime
-            # (negative dimensions, size_t overflow), the array named in the error
-            if n is not None and n * max(b.dtype.bits // 8, 1) >= 1 << 62:
-                raise ValueError(f"array {b.name}: {n} elements of {b.dtype.name} cannot be allocated "
-                                 f"(the size in bytes does not fit in memory)")
-            dims = ", ".join(f"(int64_t)({self.expr(d)})" for d in b.shape) or "1"
-            what = c_string(f"the temporary {b.name}")
-            self.emit(f"{ct}* {name} = ({ct}*)accpy_alloc_array({what}, sizeof({ct}), {1 if s.zero else 0}, "
-                      f"{max(len(b.shape), 1)}, (const int64_t[]){{{dims}}});", depth)
+            name = self._heap_alloc(b, s.zero, depth)
             self.emit(f"if ({name}) {{", depth)
             self.stmt(s.body, depth + 1)
             self.emit(f"accpy_free({name});", depth + 1)
@@ -450,6 +496,31 @@ class CEmitter:
 
     def s_Evaluate(self, s: Evaluate, depth):
         self.emit(self.expr(s.value) + ";", depth)
+
+
+def _hoist_thread_buffers(f: For, on_stack) -> tuple:
+    """(heap Allocs at the top of a parallel loop's body (under its collapsed loops), the loop
+    without them). Such a buffer is private to each iteration; allocated once per thread
+    instead, it is reused by the thread's iterations (it is filled before it is read in each
+    one: never zero-initialised ones, whose zeros each iteration needs)."""
+    import dataclasses
+
+    hoisted = []
+
+    def strip(s):
+        if isinstance(s, For) and s.kind == "parallel_inner":
+            body = strip(s.body)
+            return s if body is s.body else dataclasses.replace(s, body=body)
+        if isinstance(s, Alloc):
+            body = strip(s.body)
+            if not s.zero and not on_stack(s.buffer) and _intrinsic_memory(s.buffer.memory) is None:
+                hoisted.append(s)
+                return body
+            return s if body is s.body else dataclasses.replace(s, body=body)
+        return s
+
+    body = strip(f.body)
+    return hoisted, (f if body is f.body else dataclasses.replace(f, body=body))
 
 
 # -- whole functions ----------------------------------------------------------------------------

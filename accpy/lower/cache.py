@@ -874,6 +874,17 @@ class _Rewrite(Mutator):
                 out.extend([*self._copy_in(blk), _RedirectAccesses(info, blk).visit(site), *self._write_back(blk)])
         return block(*out)
 
+    def visit_If(self, s: If):
+        # the taken branch's affine condition is context for the footprints inside it (e.g. a
+        # parallel loop's full tiles, guarded by `j < 3` instead of split off as a loop)
+        self.enclosing.append(s)
+        then = self.visit(s.then)
+        self.enclosing.pop()
+        orelse = self.visit(s.orelse) if s.orelse is not None else None
+        if then is s.then and orelse is s.orelse:
+            return s
+        return If(s.cond, then, orelse)
+
     def visit_For(self, f: For):
         info = self.info
         if f.var is info.site_var:
