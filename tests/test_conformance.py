@@ -458,7 +458,7 @@ def test_cache_sizes_are_kib_as_in_accera():
 # Modules whose public callables must have docstrings. The other modules of accpy (package,
 # plan, ir, lower, codegen, analysis, the rest of targets) are to be added here as they get theirs.
 #: packages (walked with their submodules) and modules whose public callables need docstrings
-_DOCUMENTED_PACKAGES = ("accpy.nest", "accpy.schedule", "accpy.plan", "accpy.package", "accpy.tune",
+_DOCUMENTED_PACKAGES = ("accpy.nest", "accpy.schedule", "accpy.plan", "accpy.package", "accpy.tune", "accpy.testing",
                         "accpy.targets")
 _DOCUMENTED_MODULES = ("accpy.errors", "accpy.ir.types")
 _DOCUMENTED = _DOCUMENTED_PACKAGES + _DOCUMENTED_MODULES

@@ -255,6 +255,9 @@ class Access(Value):
         self.array = array
         self.indices = indices  # tuple of Value
         super().__init__(Load(array.buffer, tuple(ix.expr for ix in indices)))
+        cap = LogicCapture.current()
+        if cap is not None:
+            cap.arrays.setdefault(id(array), array)
 
     def _update(self, op, other):
         other = lift(other, self.element_type)
@@ -294,6 +297,8 @@ class LogicCapture:
         self.nest = nest
         self.statements: list = []
         self.first_number = first_number
+        #: the Arrays the logic accesses (id -> Array), in first-use order
+        self.arrays: dict = {}
         #: accesses through array views: (statement being written, view, index exprs), whose
         #: indices must stay inside the view (proved with the statements' own bounds)
         self.view_accesses: list = []
@@ -319,6 +324,7 @@ class LogicCapture:
 
     def record(self, array, indices: tuple, value, reduce: Optional[str]):
         """Record `array[indices] = value` (or `op=` with `reduce`), checking types; returns the statement."""
+        self.arrays.setdefault(id(array), array)
         file, line, text = user_location()
         number = self.first_number + len(self.statements)
         where = LogicStatement(None, number, file, line, text)  # type: ignore[arg-type]

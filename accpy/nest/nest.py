@@ -29,6 +29,7 @@ class Nest:
         self._indices = [Index(n) for n in names]
         self._logic: list = []  # the logic functions, in order
         self._statements: list = []  # captured now, when no parameter is needed
+        self._arrays: dict = {}  # id -> the Arrays the captured logic accesses
         self._deferred = False  # True once some logic needs parameter values
         self._realized: dict = {}  # parameter values -> statements
 
@@ -128,6 +129,7 @@ class Nest:
         from ..analysis.logic_check import check_statements
 
         check_statements(self, cap.statements, cap.view_accesses)
+        self._arrays.update(cap.arrays)
         return cap.statements
 
     # -- next stages --------------------------------------------------------------------

@@ -30,6 +30,27 @@ CXX = os.environ.get("ACCPY_CXX", "g++")
 BASE_CFLAGS = ["-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fopenmp-simd", "-w",
                "-Werror=implicit-function-declaration"]
 
+# the optimization level of kernels (BASE_CFLAGS' first flag) while `optimization(...)` is active
+_opt_override: list = []
+
+
+@contextlib.contextmanager
+def optimization(level: str):
+    """Compile kernels built inside this context at `level` (e.g. "-O1": faster builds while
+    testing; the results are the same, the kernels slower). Part of the build cache's key."""
+    if level not in ("-O0", "-O1", "-O2", "-O3", "-Os"):
+        raise ValueError(f"level: expected one of -O0, -O1, -O2, -O3, -Os, got {level!r}")
+    _opt_override.append(level)
+    try:
+        yield
+    finally:
+        _opt_override.pop()
+
+
+def base_cflags() -> list:
+    """BASE_CFLAGS with the optimization level in effect."""
+    return ([_opt_override[-1]] + BASE_CFLAGS[1:]) if _opt_override else list(BASE_CFLAGS)
+
 
 @functools.lru_cache(maxsize=None)
 def compiler_identity(cc: str) -> str:
@@ -332,7 +353,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
 
     from .paths import native_file
 
-    cflags = BASE_CFLAGS + list(flags) + (["-fopenmp"] if openmp else [])
+    cflags = base_cflags() + list(flags) + (["-fopenmp"] if openmp else [])
     extra_objs = []
     if gemmini:
         cflags = cflags + [f"-I{native_file('gemmini')}"]

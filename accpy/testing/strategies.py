@@ -1,0 +1,288 @@
+"""hypothesis strategies of schedules, plans and input data for a user's nest.
+
+Transforms are drawn one by one and applied at once; one that accpy refuses (a schedule
+that would change the result, an invalid order, a vectorize with dependent lanes, a
+racing parallel loop, a cache it cannot make) is skipped, so every example is legal.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import LogicError, ScheduleError
+from ._deps import hypothesis_strategies
+
+SCHEDULE_TRANSFORMS = ("split", "tile", "reorder", "skew", "pad")
+_REFUSED = (ValueError, TypeError, ScheduleError, LogicError, NotImplementedError, RuntimeError)
+
+
+# -- copies -----------------------------------------------------------------------------------
+
+def _base(source) -> Callable:
+    """A function making a fresh copy of the schedule to extend (a Nest: its default one)."""
+    from ..nest.nest import Nest
+    from ..schedule.schedule import Schedule
+
+    if isinstance(source, Nest):
+        return source.create_schedule
+    if callable(source) and not isinstance(source, Schedule):
+        return source  # a factory, e.g. lambda: acc.fuse(...)
+    if isinstance(source, Schedule):
+        if len(source.nests) != 1:
+            raise TypeError("schedules: for a fused schedule, pass a function that builds it "
+                            "(e.g. lambda: acc.fuse(s0, s1)), so each example starts from a fresh one")
+        return lambda: copy_schedule(source)
+    raise TypeError(f"nest_or_schedule: expected an acc.Nest, an acc.Schedule or a function returning a "
+                    f"schedule, got {type(source).__name__}")
+
+
+def copy_schedule(schedule):
+    """A new schedule of the same nest with the same transforms (the original is not touched)."""
+    new = schedule.nests[0].create_schedule()
+    same = {id(ix): ix for ix in new.get_indices()}
+    m = lambda ix: same.get(id(ix), ix)  # noqa: E731
+    for op, args in schedule._commands:
+        if op == "split":
+            index, size, inner = args
+            same[id(inner)] = new.split(m(index), size)
+        elif op == "reorder":
+            indices, unsafe = args
+            new.reorder(*[m(ix) for ix in indices], unsafe=unsafe)
+        elif op == "skew":
+            index, ref, small, unsafe = args
+            new.skew(m(index), m(ref), small, unsafe=unsafe)
+        elif op == "pad":
+            index, size = args
+            new.pad(m(index), size)
+        else:  # pragma: no cover
+            raise NotImplementedError(f"copy_schedule: {op}")
+    return new
+
+
+def _extent(schedule, ix) -> Optional[int]:
+    try:
+        d = schedule.space.dim(ix)
+        from ..ir.affine import to_affine
+
+        a = to_affine(d.extent)
+        return a.const if a is not None and a.is_const else None
+    except Exception:  # a parameterized or unknown extent
+        return None
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+def schedules(nest_or_schedule, *, max_transforms: int = 4, transforms: Sequence[str] = SCHEDULE_TRANSFORMS,
+              max_split: int = 8):
+    """A hypothesis strategy of legal schedules of a nest.
+
+    `nest_or_schedule`: an acc.Nest (schedules start from its default order), an
+    acc.Schedule (examples extend a copy of it), or a function returning a fresh schedule
+    (for fused schedules: `lambda: acc.fuse(...)`). Each example applies up to
+    `max_transforms` of `transforms` (split, tile, reorder, skew, pad) with split/tile
+    sizes 1..`max_split` and pads 1..3; transforms accpy refuses are skipped.
+    """
+    st = hypothesis_strategies()
+    unknown = set(transforms) - set(SCHEDULE_TRANSFORMS)
+    if unknown:
+        raise ValueError(f"transforms: unknown {sorted(unknown)}; choose from {list(SCHEDULE_TRANSFORMS)}")
+    if not transforms or max_transforms < 0:
+        raise ValueError("transforms: give at least one transform and max_transforms >= 0")
+    fresh = _base(nest_or_schedule)
+    fresh()  # fail now, not in every example, if it cannot be built
+
+    @st.composite
+    def draw(d):
+        s = fresh()
+        for _ in range(d(st.integers(0, max_transforms))):
+            kind = d(st.sampled_from(list(transforms)))
+            idx = s.get_indices()
+            try:
+                if kind == "split":
+                    s.split(d(st.sampled_from(idx)), d(st.integers(1, max_split)))
+                elif kind == "tile":
+                    picked = d(st.lists(st.sampled_from(idx), min_size=1, max_size=min(3, len(idx)), unique_by=id))
+                    s.tile({ix: d(st.integers(1, max_split)) for ix in picked})
+                elif kind == "reorder":
+                    s.reorder(*_respect_splits(s, d(st.permutations(idx))))
+                elif kind == "skew" and len(idx) > 1:
+                    a, b = d(st.lists(st.sampled_from(idx), min_size=2, max_size=2, unique_by=id))
+                    s.skew(a, b)
+                elif kind == "pad":
+                    s.pad(d(st.sampled_from(idx)), d(st.integers(1, 3)))
+            except _REFUSED:
+                continue  # refused: the schedule is unchanged
+        return s
+
+    return draw()
+
+
+def _respect_splits(schedule, perm) -> list:
+    """`perm` with every split's inner index moved after its outer one (a valid order)."""
+    parent = {id(h.index): h.parent for h in schedule._structure()}
+    out = []
+    pending = list(perm)
+    while pending:
+        for k, ix in enumerate(pending):
+            p = parent.get(id(ix))
+            if p is None or any(p is q for q in out):
+                out.append(pending.pop(k))
+                break
+        else:  # pragma: no cover - a cycle cannot happen
+            out.extend(pending)
+            break
+    return out
+
+
+# -- plans ------------------------------------------------------------------------------------
+
+def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True, parallelize: bool = True,
+          caches: int = 2, max_unroll: int = 16):
+    """A hypothesis strategy of legal plans of `schedule` (an acc.Schedule, or a strategy of them).
+
+    Each example is a plan of a copy of the schedule on `target` (default: this machine) with
+    some of: the innermost or another loop vectorized (where the lanes are independent),
+    loops of at most `max_unroll` iterations unrolled, an outer loop parallelized (where no
+    two threads race), and up to `caches` caches of the arrays the logic reads or writes, at
+    random indices, layouts and (sometimes) triggers. Calls accpy refuses are skipped.
+    """
+    st = hypothesis_strategies()
+    from ..targets import Target
+
+    target = target if target is not None else Target.HOST
+    base = schedule if isinstance(schedule, st.SearchStrategy) else st.just(schedule)
+
+    @st.composite
+    def draw(d):
+        from ..nest.array import Array, Role
+        from ..plan.plan import Plan
+
+        s0 = d(base)
+        s = copy_schedule(s0) if len(s0.nests) == 1 else s0
+        p = s.create_plan(target)
+        assert isinstance(p, Plan)
+        idx = s.get_indices()
+        arrays_ = [a for n in s.nests for a in n._arrays.values()
+                   if isinstance(a, Array) and a.role in (Role.INPUT, Role.INPUT_OUTPUT, Role.CONST)]
+        arrays_ = list({id(a): a for a in arrays_}.values())
+        for _ in range(d(st.integers(0, caches)) if arrays_ and caches else 0):
+            try:
+                kw = {"index": d(st.sampled_from(idx))}
+                if d(st.booleans()):
+                    kw["layout"] = d(st.sampled_from([Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR]))
+                if d(st.integers(0, 3)) == 0:
+                    pos = idx.index(kw["index"])
+                    if pos > 0:
+                        kw["trigger_index"] = idx[d(st.integers(0, pos - 1))]
+                p.cache(d(st.sampled_from(arrays_)), **kw)
+            except _REFUSED:
+                continue
+        # a vectorized or unrolled loop unrolls every loop inside it: keep that code small
+        def body_size(ix):
+            n = 1
+            for inner in idx[idx.index(ix) + 1:]:
+                e = _extent(s, inner)
+                n = n * e if e is not None else max_unroll + 1
+            return n
+
+        if vectorize and d(st.booleans()):
+            ok = [ix for ix in idx if body_size(ix) <= max_unroll]
+            try:
+                p.vectorize(idx[-1] if d(st.booleans()) or not ok else d(st.sampled_from(ok)))
+            except _REFUSED:
+                pass
+        if unroll:
+            small = [ix for ix in idx if (_extent(s, ix) or max_unroll + 1) * body_size(ix) <= 4 * max_unroll]
+            for ix in d(st.lists(st.sampled_from(small), max_size=2, unique_by=id)) if small else []:
+                try:
+                    p.unroll(ix)
+                except _REFUSED:
+                    pass
+        if parallelize and d(st.booleans()):
+            try:
+                p.parallelize(d(st.sampled_from(idx[:max(1, len(idx) - 1)])), max_threads=2)
+            except _REFUSED:
+                pass
+        return _lowerable(p)
+
+    return draw()
+
+
+def _lowerable(plan):
+    """`plan`, or (when lowering refuses it: checks only the build can make) a copy of it with
+    its last plan calls dropped until it lowers."""
+    from ..lower import lower_function
+
+    calls = list(plan._commands)
+    while True:
+        try:
+            lower_function(plan, "probe")
+            return plan
+        except _REFUSED:
+            if not calls:
+                raise
+            calls.pop()
+            s = plan.schedule
+            plan = s.create_plan(plan.target)
+            for op, args, kwargs, _ in calls:
+                getattr(plan, op)(*args, **kwargs)
+
+
+# -- data -------------------------------------------------------------------------------------
+
+def arrays(args, *, max_size: int = 8, int_range: tuple = (-4, 4), float_range: tuple = (-1.0, 1.0)):
+    """A hypothesis strategy of input data for a function's `args`: a list with, per argument,
+    a numpy array (the array's shape, element type and layout), an int for a runtime
+    Dimension (1..`max_size`), a number for a Scalar, a one-element int64 array for an
+    OUTPUT dimension. Integers lie in `int_range` (small enough to stay exact), floats in
+    `float_range`. Values come from a numpy generator seeded by the example (fast for big
+    arrays; hypothesis shrinks the sizes and the seed)."""
+    st = hypothesis_strategies()
+    from ..nest.array import Array, Dimension, OutputDimension, Scalar
+
+    args = tuple(args)
+    for k, a in enumerate(args):
+        if not isinstance(a, (Array, Dimension, Scalar, OutputDimension)):
+            raise TypeError(f"args[{k}]: expected acc.Array, acc.Dimension or acc.Scalar, got {type(a).__name__}")
+    dims = list({id(x): x for a in args if isinstance(a, Array) for x in a.shape if isinstance(x, Dimension)}.values())
+    dims += [a for a in args if isinstance(a, Dimension) and all(a is not x for x in dims)]
+
+    @st.composite
+    def draw(d):
+        sizes = {id(x): d(st.integers(1, max_size)) for x in dims}
+        rng = np.random.default_rng(d(st.integers(0, 2 ** 32 - 1)))
+        return [value_for(a, sizes, rng, int_range, float_range) for a in args]
+
+    return draw()
+
+
+def value_for(a, sizes: dict, rng, int_range=(-4, 4), float_range=(-1.0, 1.0)):
+    """Random data for one argument (see `arrays`); `sizes` gives runtime dimensions' values."""
+    from ..nest.array import Array, Dimension, OutputDimension, Scalar
+
+    if isinstance(a, Dimension):
+        return int(sizes[id(a)])
+    if isinstance(a, OutputDimension):
+        return np.zeros(1, np.int64)
+    if isinstance(a, Scalar):
+        t = a.element_type
+        if t.is_float:
+            return float(rng.uniform(*float_range))
+        return int(rng.integers(max(int_range[0], 0 if not t.is_signed else int_range[0]), int_range[1] + 1))
+    assert isinstance(a, Array)
+    shape = tuple(sizes[id(x)] if isinstance(x, Dimension) else int(x) for x in a.resolved_shape())
+    t = a.element_type
+    dt = t.dtype
+    if t.is_float and dt.kind == "f":
+        data = rng.uniform(*float_range, size=shape).astype(dt)
+    elif t.name == "bool":
+        data = rng.integers(0, 2, size=shape).astype(dt)
+    else:
+        lo = int_range[0] if t.is_signed else 0
+        data = rng.integers(lo, int_range[1] + 1, size=shape).astype(dt)
+    if a.requested_layout is Array.Layout.LAST_MAJOR:
+        data = np.asfortranarray(data)
+    return data
+
+
