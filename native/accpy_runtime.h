@@ -126,7 +126,9 @@ ACCPY_INLINE double accpy_min_f64(double a, double b) { return a < b ? a : b; }
 ACCPY_INLINE double accpy_max_f64(double a, double b) { return a > b ? a : b; }
 
 /* ---- AVX2 horizontal reductions (AVX-512 has intrinsics for these) ---------------------- */
-#if defined(__x86_64__)
+/* (a package whose kernels use no vector types defines ACCPY_NO_VECTORS: <immintrin.h> is
+ * the largest header by far, most of a small kernel's compile time) */
+#if defined(__x86_64__) && !defined(ACCPY_NO_VECTORS)
 #include <immintrin.h>
 #define ACCPY_AVX2 static inline __attribute__((always_inline, unused, target("avx2,fma")))
 #define ACCPY_HREDUCE(NAME, VT, T, N, OP)                                    \
