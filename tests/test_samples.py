@@ -133,3 +133,13 @@ def test_samples_report_failures(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "FAIL  bad" in p.stdout and "but the chapter says (3, 12, 16)" in p.stdout
+
+
+def test_property_test_example(tmp_path):
+    """samples/property_test_example.py is a pytest file a user runs: it passes."""
+    env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(SAMPLES / "property_test_example.py")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=900)
+    out = check_ok(p)
+    assert re.search(r"\b3 passed\b", out), out
