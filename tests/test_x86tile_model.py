@@ -154,3 +154,17 @@ def test_model_matches_the_real_instructions(tmp_path):
     if not ran:
         pytest.skip("no tile or vector dot-product instruction on this CPU: " + "; ".join(skipped))
     assert len(ran) + len(skipped) == 9
+
+
+def test_peak_benchmark_runs():
+    """benchmarks/amx_peak.py prints a figure (or why it skipped) for each instruction."""
+    import json
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "amx_peak.py"), "--seconds", "0.01", "--repeat", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert recs
+    for rec in recs:
+        assert rec.get("skipped") or rec["tera_ops_per_second"] > 0, rec
