@@ -143,3 +143,13 @@ def test_property_test_example(tmp_path):
                        capture_output=True, text=True, timeout=900)
     out = check_ok(p)
     assert re.search(r"\b3 passed\b", out), out
+
+
+def test_visualize_schedules(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = check_ok(run_sample("visualize_schedules.py", tmp_path))
+    pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert pngs == ["fused_pair.png", "pad_2.png", "skew_conv1d.png", "split_by_3.png", "split_by_5_padded.png",
+                    "tile_3x2.png", "tile_3x2_cache.png"], out
+    text = check_ok(run_sample("visualize_schedules.py", tmp_path, "--text"))
+    assert "split_by_5_padded:\n 0  1  2  3  4  5  6  7  8  9 10 11  .  .  .\n" in text

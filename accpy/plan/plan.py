@@ -119,6 +119,31 @@ class Plan:
         self._waiting = False  # some call waits for parameter values
         self._tensorized: list = []  # (index handles (i, j, k), intrinsic)
 
+    def visualize(self, filename=None, *, cache=None, format=None, view=None, title=None):
+        """The schedule's picture (see Schedule.visualize) with a cache's active block outlined:
+        the iterations of its first key slice (every loop outside the cache's index at its first
+        value), whose elements the cache holds at once. `cache`: a Cache of this plan (default:
+        the first one; none: the plain schedule)."""
+        from ..schedule.visualize import points, visualize
+
+        caches = [c for c in self._caches_in_order()] if cache is None else [cache]
+        highlight = None
+        if caches:
+            c = caches[0]
+            space = self.schedule.space
+            index = c.index if c.index is not None else space.dims[len(space.dims) - c.level].index
+            pos = space.position(index)
+            pts = points(self.schedule, "logical")
+            first = next(p for p in pts if p.order is not None)
+            highlight = {p.box for p in pts if p.box[:pos] == first.box[:pos]}
+            title = title or f"cache of {getattr(c.source, 'name', 'a cache')} at {index.name}: its first active block"
+        return visualize(self.schedule, filename, format=format, view=view, title=title, highlight=highlight)
+
+    def _caches_in_order(self) -> list:
+        from .cache import Cache
+
+        return [r for op, _, _, r in self._commands if op == "cache" and isinstance(r, Cache)]
+
     @property
     def schedule(self):
         """The schedule this plan annotates."""

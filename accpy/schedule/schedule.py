@@ -287,6 +287,21 @@ class Schedule:
         self._do("pad", (index, size))
 
     # -- next stage / display -----------------------------------------------------------------
+    def visualize(self, filename=None, *, format=None, view=None, title=None):
+        """Draw the iteration space with every point numbered in its scheduled order.
+
+        Returns a matplotlib Figure (`pip install 'accpy[viz]'`) and writes it to `filename`
+        (PNG, SVG or PDF by its extension); `format="text"` returns (and writes) a grid of order
+        numbers instead, without matplotlib. Padding is drawn hollow (`.` in text), split and
+        tile boundaries dashed, the first steps as arrows, fused nests in different colors.
+        `view`: "logical" (points at the nest's coordinates; the default) or "schedule" (at the
+        loops' coordinates: a skewed space appears sheared; the default after a skew).
+        Only constant-sized spaces of at most 20000 points are drawn.
+        """
+        from .visualize import visualize
+
+        return visualize(self, filename, format=format, view=view, title=title)
+
     def create_plan(self, target=None):
         """A new acc.Plan of this schedule for `target` (HOST when None)."""
         from ..plan.plan import Plan
