@@ -36,7 +36,7 @@ def z3_index(e, term: Callable):
     if isinstance(e, UnOp) and e.op == "neg":
         return -z3_index(e.a, term)
     if isinstance(e, Cast):
-        return z3_index(e.a, term)
+        return z3_index(e.value, term)
     if isinstance(e, BinOp):
         if e.op == "add":
             return z3_index(e.a, term) + z3_index(e.b, term)

@@ -221,7 +221,7 @@ def is_quasi_affine(e) -> bool:
     if isinstance(e, UnOp) and e.op == "neg":
         return is_quasi_affine(e.a)
     if isinstance(e, Cast):
-        return e.dtype.is_int and is_quasi_affine(e.a)
+        return e.dtype.is_int and is_quasi_affine(e.value)
     if not isinstance(e, BinOp) or not e.dtype.is_int:
         return False
     if e.op in ("add", "sub"):

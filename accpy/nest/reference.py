@@ -324,12 +324,15 @@ def _buffers_in(store):
     return [b for b, _, _ in accesses_of(store)]
 
 
-def evaluate(nests, args: dict) -> None:
+def evaluate(nests, args: dict, vectorize: bool = True) -> None:
     """Run the nests' logic in default order on `args` (updated in place).
 
     `args` maps Array / Dimension / Scalar objects (or their names) to values: numpy
     arrays of the array's shape and dtype, ints for dimensions, numbers for scalars.
-    TEMP arrays are allocated zero-filled; CONST arrays use their data.
+    TEMP arrays are allocated zero-filled; CONST arrays use their data. With `vectorize`,
+    nests whose result cannot depend on the order (see reference_vec) run as whole-domain
+    numpy operations (the same values: reductions are applied in loop order); the others,
+    loop by loop.
     """
     from .array import Array, Dimension, Scalar
 
@@ -367,8 +370,14 @@ def evaluate(nests, args: dict) -> None:
             else:
                 raise ValueError(f"evaluate: no value given for {v.name}")
     _ = dims
+    fast = None
+    if vectorize:
+        from .reference_vec import vectorized_run
+
+        fast = vectorized_run(nests, lambda e, env_: _eval_size(e, env_, by_name))
     with np.errstate(all="ignore"):
-        run(env)
+        if fast is None or not fast(env):
+            run(env)
 
 
 def _eval_size(e, env, by_name):

@@ -341,7 +341,7 @@ def gemmini_model_object(cflags: list) -> Path:
     return _cached_object("obj", CC, flags, src, texts, "native/gemmini/gemmini_model.c", "compiling the Gemmini model")
 
 
-_verified_pch: set = set()  # cache entries of precompiled headers checked by this process
+_verified_pch: set = set()  # cache entries (paths) of precompiled headers checked by this process
 
 
 def vector_header_pch(cflags: list) -> Optional[Path]:
@@ -351,8 +351,8 @@ def vector_header_pch(cflags: list) -> Optional[Path]:
     key = cache_key("vector-header-pch", " ".join(cflags), compiler_identity(CC))
     final = cache_dir() / "pch" / key
     header = final / "accpy_vector.h"
-    if key in _verified_pch or _cache_hit(final, ["accpy_vector.h", "accpy_vector.h.gch"]):
-        _verified_pch.add(key)
+    if (str(final) in _verified_pch and header.exists()) or _cache_hit(final, ["accpy_vector.h", "accpy_vector.h.gch"]):
+        _verified_pch.add(str(final))
         return header
     try:
         with build_directory(cache_dir() / "pch") as tmp:
@@ -362,7 +362,7 @@ def vector_header_pch(cflags: list) -> Optional[Path]:
             _publish(tmp, final)
     except CompileError:
         return None
-    _verified_pch.add(key)
+    _verified_pch.add(str(final))
     return header if header.exists() else None
 
 
