@@ -330,8 +330,9 @@ def test_a_dependence_carried_in_the_subtree_is_refused_when_vectorize_is_called
         pkg.build("f", output_dir=str(tmp_path), python_module=False)
 
 
-def test_an_inner_loop_whose_extent_depends_on_the_vector_index_is_refused_at_build(tmp_path):
-    """A triangle (skew): the trip count of the inner loop varies with the lanes."""
+def test_an_inner_loop_whose_extent_depends_on_the_vector_index_is_refused_at_the_call(tmp_path):
+    """A triangle (skew): the trip count of the inner loop varies with the lanes (refused when
+    `vectorize` is called, not when the package is built)."""
     A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(8, 8), name="A")
     nest = acc.Nest(shape=(8, 8))
     i, j = nest.get_indices()
@@ -343,12 +344,13 @@ def test_an_inner_loop_whose_extent_depends_on_the_vector_index_is_refused_at_bu
     s = nest.create_schedule()
     s.skew(i, j)
     plan = s.create_plan(AVX512)
-    plan.vectorize(i)
-    pkg = acc.Package()
-    pkg.add(plan, args=(A,), base_name="f")
     with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): the loop over j is inside it and runs a "
                                                 r"number of iterations that is not a compile-time constant"):
-        pkg.build("f", output_dir=str(tmp_path), python_module=False)
+        plan.vectorize(i)
+    plan.vectorize(j)  # the innermost loop is fine
+    pkg = acc.Package()
+    pkg.add(plan, args=(A,), base_name="f")
+    pkg.build("f", output_dir=str(tmp_path), python_module=False)
 
 
 # ------------------------------------------------------------------------------------------
@@ -451,3 +453,30 @@ def test_kernelize_is_all_or_nothing_and_inner_vector_indices_join_the_outer_sub
     with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): lanes"):
         plan3.unroll(j)
     assert "vectorized=(j, i)" in repr(plan3)
+
+
+def test_skewed_inner_loops_of_variable_trip_count_are_refused_at_the_call():
+    """After a skew the box's extents are constants but the loops inside may be triangles: the
+    call lowers the plan and refuses it then (not at build)."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(32, 32), name="A")
+    B = acc.Array(role=acc.Role.INPUT, shape=(32, 32), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(32, 32), name="C")
+    nest = acc.Nest(shape=(32, 32, 32))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    s.reorder(j, k, i)
+    s.skew(k, j)
+    jj = s.split(j, 7)
+    s.split(k, 8)
+    plan = s.create_plan()
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(jj\): the loop over k is inside it and runs a number "
+                                                r"of iterations that is not a compile-time constant"):
+        plan.vectorize(jj)
+    assert plan._kinds == []  # nothing recorded: the plan still builds
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, B, C), base_name="skv")

@@ -1,6 +1,7 @@
 """`Plan`: how a schedule runs on a target. Annotations only; lowering applies them."""
 from __future__ import annotations
 
+from ..errors import ScheduleError
 from ..nest.logic import Index
 
 
@@ -213,7 +214,21 @@ class Plan:
             # whose checks cover it; its own lanes are never formed
             self._check_vector_subtree(index)
             check_vector(space, pos, f"vectorize({index.name})", unsafe)
+        before = list(self._kinds)
         self._mark(index, "vectorized")
+        if pos < len(space.dims) - 1 and any(op == "skew" for op, _ in self._schedule._commands):
+            # after a skew, loops inside may run a number of iterations that depends on the
+            # loops outside (triangles) even though the box's extents are constants: only
+            # lowering tells; do it now so the error comes from this call, not the build
+            from ..lower import lower_function
+
+            try:
+                lower_function(self, "vectorize_check")
+            except (ScheduleError, ValueError) as e:
+                if f"vectorize({index.name})" in str(e):
+                    self._kinds = before
+                    raise
+
 
     def _check_vector_subtree(self, index) -> None:
         """The loops inside a vectorized loop are unrolled: constant extents, bounded copies."""
