@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import accpy as acc
@@ -360,3 +360,21 @@ def test_floor_form_loop_bounds_are_exact():
                 env = {N: n, v: x}
                 holds = [all(c.const + sum(k * env[w] for w, k in c.terms) >= 0 for c in cs) for cs in (lo, up)]
                 assert holds == [x >= ev(e, env), x < ev(e, env)], (e, n, x)
+
+
+# ---- the same nests through accpy.testing (the strategies users write their tests with) ----------
+
+@given(data=st.data())
+@settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+def test_accpy_testing_schedules_of_the_nest_kinds(data):
+    """accpy.testing's strategies on every single-nest kind of the generator (ordered ones
+    included): drawn schedules and plans match the reference evaluator."""
+    import accpy.testing as at
+
+    spec = sg.draw_spec(sg.HypothesisChooser(data.draw), kinds=sorted(sg.NEST_KINDS))
+    state = sg.State(spec)
+    assume(len(state.nests) == 1)
+    schedule = data.draw(at.schedules(state.nests[0], max_transforms=4))
+    x = data.draw(at.plans(schedule)) if data.draw(st.booleans()) else schedule
+    values = data.draw(at.arrays(state.args))
+    at.assert_matches_reference(x, state.args, data=values)

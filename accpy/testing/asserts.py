@@ -59,6 +59,20 @@ def _tolerances(args, rtol, atol):
     return (1e-4 if rtol is None and floats else rtol or 0.0), (1e-5 if atol is None and floats else atol or 0.0)
 
 
+def first_difference(name: str, got, want, rtol: float = 0.0, atol: float = 0.0) -> Optional[str]:
+    """None when `got` equals `want` (floats within rtol/atol, NaN equal to NaN), else a message
+    naming the first differing element, both values and how many differ."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} != {want.shape}"
+    diff = _first_difference(got, want, rtol, atol)
+    if diff is None:
+        return None
+    where, g, w, n = diff
+    g, w = (x.item() if hasattr(x, "item") else x for x in (g, w))
+    return f"{name}{list(where)}: got {g!r}, expected {w!r} ({n} of {got.size} elements differ)"
+
+
 def _first_difference(got, want, rtol, atol) -> Optional[tuple]:
     got, want = np.asarray(got), np.asarray(want)
     if got.dtype.kind == "f" or want.dtype.kind == "f":

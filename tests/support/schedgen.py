@@ -69,6 +69,8 @@ from hypothesis import strategies as st
 
 import accpy as acc
 from accpy.nest.reference import evaluate
+from accpy.testing.asserts import first_difference
+from accpy.testing.strategies import value_for
 
 # -----------------------------------------------------------------------------------------
 # step data
@@ -697,17 +699,10 @@ def random_cases(rng, n: int, exclude=(), **kw) -> list:
 
 
 def random_array(array, rng, values=None) -> np.ndarray:
-    """Seeded data for an acc.Array, in the memory order its layout declares.
-    `values` gives the runtime dimensions' sizes (acc.Dimension -> int)."""
-    dt = array.element_type.dtype
-    shape = tuple(int(values[s]) if isinstance(s, acc.Dimension) else int(s) for s in array.shape)
-    if np.issubdtype(dt, np.integer):
-        x = rng.integers(-9, 10, size=shape).astype(dt)
-    else:
-        x = rng.uniform(-1, 1, size=shape).astype(dt)
-    if array.layout is acc.Array.Layout.LAST_MAJOR:
-        x = np.asfortranarray(x)
-    return x
+    """Seeded data for an acc.Array, in the memory order its layout declares (accpy.testing's
+    generator). `values` gives the runtime dimensions' sizes (acc.Dimension -> int)."""
+    sizes = {id(d): int(v) for d, v in (values or {}).items()}
+    return value_for(array, sizes, rng, int_range=(-9, 9))
 
 
 def call_arguments(args, seed: int, values=None) -> list:
@@ -883,17 +878,7 @@ def _indent(text, pad="    "):
 
 
 def _first_difference(name, got, want, tol) -> Optional[str]:
-    if got.shape != want.shape:
-        return f"{name}: shape {got.shape} != {want.shape}"
-    if tol is None:
-        bad = got != want
-    else:
-        bad = ~np.isclose(got, want, rtol=tol, atol=tol)
-    if not bad.any():
-        return None
-    where = tuple(int(x) for x in np.argwhere(bad)[0])
-    return (f"{name}{list(where)}: got {got[where]!r}, expected {want[where]!r} "
-            f"({int(bad.sum())} of {bad.size} elements differ)")
+    return first_difference(name, got, want, rtol=tol or 0.0, atol=tol or 0.0)
 
 
 def tolerance_of(state: State) -> Optional[float]:
