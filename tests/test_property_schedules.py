@@ -365,16 +365,15 @@ def test_floor_form_loop_bounds_are_exact():
 # ---- the same nests through accpy.testing (the strategies users write their tests with) ----------
 
 @given(data=st.data())
-@settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 def test_accpy_testing_schedules_of_the_nest_kinds(data):
     """accpy.testing's strategies on every single-nest kind of the generator (ordered ones
-    included): drawn schedules and plans match the reference evaluator."""
+    included): drawn schedules match the reference evaluator (plans: tests/test_testing.py)."""
     import accpy.testing as at
 
     spec = sg.draw_spec(sg.HypothesisChooser(data.draw), kinds=sorted(sg.NEST_KINDS))
     state = sg.State(spec)
     assume(len(state.nests) == 1)
-    schedule = data.draw(at.schedules(state.nests[0], max_transforms=4))
-    x = data.draw(at.plans(schedule)) if data.draw(st.booleans()) else schedule
+    schedule = data.draw(at.schedules(state.nests[0], max_transforms=3))
     values = data.draw(at.arrays(state.args))
-    at.assert_matches_reference(x, state.args, data=values)
+    at.assert_matches_reference(schedule, state.args, data=values)

@@ -204,29 +204,9 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
                 p.parallelize(d(st.sampled_from(idx[:max(1, len(idx) - 1)])), max_threads=2)
             except _REFUSED:
                 pass
-        return _lowerable(p)
+        return p
 
     return draw()
-
-
-def _lowerable(plan):
-    """`plan`, or (when lowering refuses it: checks only the build can make) a copy of it with
-    its last plan calls dropped until it lowers."""
-    from ..lower import lower_function
-
-    calls = list(plan._commands)
-    while True:
-        try:
-            lower_function(plan, "probe")
-            return plan
-        except _REFUSED:
-            if not calls:
-                raise
-            calls.pop()
-            s = plan.schedule
-            plan = s.create_plan(plan.target)
-            for op, args, kwargs, _ in calls:
-                getattr(plan, op)(*args, **kwargs)
 
 
 # -- data -------------------------------------------------------------------------------------
