@@ -213,7 +213,7 @@ def test_hatlib_loads_and_calls_the_package(built, tmp_path):
 
 def test_error_channel_across_threads(tmp_path):
     """Errors on OpenMP workers reach the caller; errors on other threads never do."""
-    from accpy.package.paths import native_dir
+    from accpy.paths import native_dir
 
     exe = tmp_path / "error_channel"
     p = subprocess.run(["gcc", "-std=gnu11", "-fopenmp", "-pthread", f"-I{native_dir()}",

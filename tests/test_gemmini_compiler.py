@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import accpy as acc
+from accpy.ir.expr import Const
+from accpy.ir.stmt import block
 from accpy.targets import gemmini as g
-from accpy.targets.gemmini_model import ref_matmul
+from accpy.targets.gemmini.machine import ref_matmul
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples"))
 import gemmini_conv  # noqa: E402
@@ -165,11 +167,11 @@ def test_python_module_and_load(tmp_path):
 def test_model_errors_surface_as_kernel_errors(tmp_path, monkeypatch):
     # a broken tile expansion (weights never preloaded) must be caught by the strict model
     def broken(t, first_iteration=None):
-        return g.block(g.call(g.CONFIG_EX, t.c_stride, t.a_stride),
-                       g.call(g.PRELOAD, g.Const(g.gm.GARBAGE_ADDR), t.c, t.tj, t.tk, t.tj, t.ti),
-                       g.call(g.COMPUTE_ACCUMULATED, t.a, g.Const(g.gm.GARBAGE_ADDR), t.tk, t.ti, 16, 16))
+        return block(g.call(g.CONFIG_EX, t.c_stride, t.a_stride),
+                     g.call(g.PRELOAD, Const(g.gm.GARBAGE_ADDR), t.c, t.tj, t.tk, t.tj, t.ti),
+                     g.call(g.COMPUTE_ACCUMULATED, t.a, Const(g.gm.GARBAGE_ADDR), t.tk, t.ti, 16, 16))
 
-    monkeypatch.setattr(g, "tile_calls", broken)
+    monkeypatch.setattr(g.tiles, "tile_calls", broken)
     plan, args = raw_plan(16, 16, 16)
     lib = build(plan, args, tmp_path)
     with pytest.raises(acc.KernelError, match="gemmini compute_accumulated: no weights"):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from accpy.package.compile import CC
-from accpy.package.paths import native_file
+from accpy.paths import native_file
 from accpy.targets import gemmini as g
-from accpy.targets import gemmini_model as gm
+from accpy.targets.gemmini import machine as gm
 
 FLOATS = {"scale"}
 

@@ -42,7 +42,7 @@ import pytest
 
 import accpy as acc
 from accpy.ir.visitor import Visitor
-from accpy.lower import lower_function
+
 from accpy.nest.reference import evaluate
 
 F16, F32, F64 = acc.ScalarType.float16, acc.ScalarType.float32, acc.ScalarType.float64
@@ -988,7 +988,7 @@ class _Accesses(Visitor):
 
 def accesses(c: Case) -> _Accesses:
     v = _Accesses()
-    v.visit(lower_function(c.plan, "f", c.args).body)
+    v.visit(c.plan.lower("f", c.args).body)
     return v
 
 

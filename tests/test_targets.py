@@ -19,7 +19,8 @@ import pytest
 import accpy as acc
 from accpy.targets import MemorySpace
 from accpy.targets.models import model_for_brand, spec_of
-from accpy.targets.target import BUILTIN_NAMES, _microarchitecture
+from accpy.targets.features import BUILTIN_NAMES
+from accpy.targets.host import _microarchitecture
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -96,7 +97,7 @@ def test_host_extensions_match_cpuinfo():
     assert HOST.has("SSE3") == ("pni" in FLAGS)
     assert not HOST.has("no-such-feature")
     # canonical order, no duplicates
-    from accpy.targets.target import FEATURES
+    from accpy.targets.features import FEATURES
 
     assert list(HOST.extensions) == [f for f in FEATURES if f in HOST.extensions]
 

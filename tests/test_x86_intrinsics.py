@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from accpy.ir.types import ScalarType
-from accpy.package.paths import native_dir
-from accpy.targets.target import BUILTIN_NAMES
+from accpy.paths import native_dir
+from accpy.targets.features import BUILTIN_NAMES
 from accpy.targets.x86 import LIBRARY
 
 ROWS = 96  # random vectors per operation (mask counts cycle through 0..lanes)

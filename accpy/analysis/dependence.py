@@ -24,7 +24,7 @@ from typing import Callable, Optional
 from ..errors import ScheduleError
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Load
-from ..ir.visitor import Visitor
+from ..ir.visitor import accesses as ir_accesses
 from .smt import z3_affine, z3_index
 
 log = logging.getLogger("accpy")
@@ -83,13 +83,9 @@ def statement_accesses(part_no: int, stmt_no: int, st) -> list:
         else:
             out.append(Access(part_no, stmt_no, st, store.buffer, idx, "write"))
 
-    class Reads(Visitor):
-        def visit_Load(self, n: Load):
-            if n is not skip:
-                out.append(Access(part_no, stmt_no, st, n.buffer, tuple(_index(e) for e in n.indices), "read"))
-            self.generic_visit(n)
-
-    Reads().visit(store.value)
+    for a in ir_accesses(store.value):
+        if a.node is not skip:
+            out.append(Access(part_no, stmt_no, st, a.buffer, tuple(_index(e) for e in a.indices), "read"))
     return out
 
 

@@ -6,26 +6,20 @@ included, as unknowns >= 1); a failure names the statement and a concrete iterat
 from __future__ import annotations
 
 from ..errors import LogicError
+from ..ir.kinds import BufferRole
 from ..ir.affine import Affine, is_quasi_affine, to_affine
-from ..ir.expr import Load
-from ..ir.visitor import Visitor, free_vars
+
+from ..ir.visitor import accesses, free_vars
 from .smt import z3_affine, z3_index
 
 
 def accesses_of(store) -> list:
     """(buffer, indices, is_write) for the store target and every load in it."""
-    out = [(store.buffer, store.indices, True)]
-    if store.reduce is not None:
-        out.append((store.buffer, store.indices, False))
-
-    class V(Visitor):
-        def visit_Load(self, n: Load):
-            out.append((n.buffer, n.indices, False))
-            self.generic_visit(n)
-
-    V().visit(store.value)
-    for ix in store.indices:
-        V().visit(ix)
+    out = []
+    for a in accesses(store):
+        out.append((a.buffer, a.indices, a.is_write))
+        if a.node is store and store.reduce is not None:
+            out.append((store.buffer, store.indices, False))  # a reduction reads its element too
     return out
 
 
@@ -79,11 +73,11 @@ def check_statements(nest, statements, view_accesses=()) -> None:
     for st in statements:
         store = st.store
         role = store.buffer.role
-        if role in ("input", "const"):
+        if role in (BufferRole.INPUT, BufferRole.CONST):
             raise LogicError(f"{st.describe()}: writes to {store.buffer.name}, which is an "
                              f"{role.upper()} array (read-only); use Role.INPUT_OUTPUT or OUTPUT")
         for buf, indices, is_write in accesses_of(store):
-            if not is_write and buf.role == "output":
+            if not is_write and buf.role == BufferRole.OUTPUT:
                 raise LogicError(f"{st.describe()}: reads {buf.name}, an OUTPUT array (write-only: its "
                                  f"initial contents are undefined); use Role.INPUT_OUTPUT to accumulate into it")
             affs = [_affine_index(st, buf, k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]

@@ -242,3 +242,19 @@ def lower_constraint(v: Var, b: Bound) -> Affine:
 def upper_constraint(v: Var, b: Bound) -> Affine:
     """The constraint `v <= floor(b)`, i.e. `num - den*v >= 0`."""
     return b.num - Affine.var(v, b.den)
+
+
+def part_guard(space, p: int) -> list:
+    """The constraints of part p of an iteration space that its box does not already imply
+    (the guard a scan puts around the part's statements)."""
+    box = ConstraintSet(space.box_constraints() + _symbol_assumptions(space))
+    return [c for c in ConstraintSet(space.part_constraints(p)) if not box.implies(c)]
+
+
+def _symbol_assumptions(space) -> list:
+    dim_vars = set(space.vars)
+    syms = set()
+    for p in range(len(space.parts)):
+        for c in space.part_constraints(p):
+            syms.update(v for v in c.vars if v not in dim_vars)
+    return [Affine.var(s) for s in syms]  # runtime sizes are >= 0

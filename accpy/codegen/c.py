@@ -10,12 +10,15 @@ from typing import Optional
 
 import numpy as np
 
+from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.affine import to_affine
 from ..ir.names import argument_name_problem, c_comment, c_string
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
 from ..ir.types import ScalarType
-from ..ir.visitor import Visitor, buffers_of, free_vars
+from ..ir.vector import VAssign, VDecl, VStore
+from ..ir.visitor import Visitor, buffers_of, free_vars, nodes_of
+from ..targets.library import intrinsic, memory, vector_shape_of
 
 _SFX = {ScalarType.int8: "i8", ScalarType.int16: "i16", ScalarType.int32: "i32", ScalarType.int64: "i64",
         ScalarType.uint8: "u8", ScalarType.uint16: "u16", ScalarType.uint32: "u32", ScalarType.uint64: "u64",
@@ -31,30 +34,31 @@ _ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
 
 
 def _intrinsic(name: str):
-    from ..targets.intrinsics import intrinsic
-
     return intrinsic(name) if "." in name else None
 
 
 def _intrinsic_memory(name: str):
-    from ..targets.intrinsics import memory
-
     return memory(name) if name not in ("global", "local", "heap") else None
+
+
+def called_intrinsics(stmt) -> list:
+    """The target intrinsics `stmt` calls (Intrinsic objects, in first-use order)."""
+    out: dict = {}
+    for n in nodes_of(stmt, Call):
+        intr = _intrinsic(n.fn)
+        if intr is not None:
+            out.setdefault(intr, None)
+    return list(out)
 
 
 def intrinsic_headers(stmt) -> list:
     """The #include lines the intrinsics called in `stmt` need (in first-use order)."""
-    out: dict = {}
+    return list(dict.fromkeys(i.header for i in called_intrinsics(stmt) if i.header))
 
-    class V(Visitor):
-        def visit_Call(self, n):
-            intr = _intrinsic(n.fn)
-            if intr is not None and intr.header:
-                out.setdefault(intr.header, None)
-            self.generic_visit(n)
 
-    V().visit(stmt)
-    return list(out)
+def has_vector_code(stmt) -> bool:
+    """Whether `stmt` holds vector statements (whose C needs the vector ISA's header)."""
+    return bool(nodes_of(stmt, (VStore, VAssign, VDecl)))
 
 
 def c_type(t: ScalarType) -> str:
@@ -126,7 +130,7 @@ class CEmitter:
         return self.names.get(v, v.name)
 
     def buf(self, b: Buffer) -> str:
-        base = (self.const_prefix + b.name) if b.role == "const" else b.name
+        base = (self.const_prefix + b.name) if b.role == BufferRole.CONST else b.name
         return self.names.get(b, base)
 
     # -- expressions --------------------------------------------------------------------------
@@ -285,9 +289,7 @@ class CEmitter:
 
     # -- vectors (templates from the target's intrinsic library) ---------------------------------
     def _isa(self, dtype, lanes):
-        from ..targets.x86 import isa_by_shape
-
-        return isa_by_shape(dtype, lanes)
+        return vector_shape_of(dtype, lanes)
 
     def _fill(self, isa, op, **kw) -> str:
         t = isa.template(op)
@@ -372,24 +374,24 @@ class CEmitter:
         self.emit(c_comment(s.text), depth)
 
     def s_For(self, s: For, depth):
-        if s.kind == "parallel":
+        if s.kind == LoopKind.PARALLEL:
             hoisted, s = _hoist_thread_buffers(s, self._on_stack)
             if hoisted:
                 self._parallel_region(s, hoisted, depth)
                 return
         v = self.var(s.var)
         lo, hi = self.expr(s.lo), self.expr(s.hi)
-        if s.kind == "parallel":
+        if s.kind == LoopKind.PARALLEL:
             clauses = f"schedule({s.attr('policy', 'static')}) num_threads(accpy_threads({s.attr('threads', 1)}))"
             if s.attr("collapse", 1) > 1:
                 clauses += f" collapse({s.attr('collapse')})"
             self.emit(f"#pragma omp parallel for {clauses}", 0)
-        elif s.kind == "unrolled":
+        elif s.kind == LoopKind.UNROLLED:
             self.emit("#pragma GCC unroll 64", 0)
-        elif s.kind == "simd":
+        elif s.kind == LoopKind.SIMD:
             self.emit("#pragma omp simd", 0)
         self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{", depth)
-        if s.kind in ("serial", "unrolled") and carries_array_dependence(s):
+        if s.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and carries_array_dependence(s):
             # gcc 12's loop vectorizer miscompiles some loops whose iterations write overlapping
             # elements (e.g. C[2i] += ..; C[2i-1] += ..): an empty asm with a memory clobber keeps
             # it off this loop only (gcc 12 has no per-loop "novector" pragma).
@@ -430,7 +432,7 @@ class CEmitter:
     def _on_stack(self, b: Buffer) -> bool:
         """Is `b` a fixed-size local array (at most 64 KiB), rather than allocated on the heap?"""
         n = self._elements(b)
-        return n is not None and n * b.dtype.bits // 8 <= 64 * 1024 and b.memory != "heap"
+        return n is not None and n * b.dtype.bits // 8 <= 64 * 1024 and b.memory != HostMemory.HEAP
 
     def _heap_alloc(self, b: Buffer, zero: bool, depth) -> str:
         """Emit the heap allocation of `b` (NULL, with the error set, on failure); returns its C name."""
@@ -462,7 +464,7 @@ class CEmitter:
         def loops(f: For, d):
             self.emit(f"for (int64_t {self.var(f.var)} = {self.expr(f.lo)}; {self.var(f.var)} < "
                       f"{self.expr(f.hi)}; ++{self.var(f.var)}) {{", d)
-            if isinstance(f.body, For) and f.body.kind == "parallel_inner":
+            if isinstance(f.body, For) and f.body.kind == LoopKind.PARALLEL_INNER:
                 loops(f.body, d + 1)
             else:
                 self.emit(f"if ({' && '.join(names)}) {{", d + 1)
@@ -508,7 +510,7 @@ def _hoist_thread_buffers(f: For, on_stack) -> tuple:
     hoisted = []
 
     def strip(s):
-        if isinstance(s, For) and s.kind == "parallel_inner":
+        if isinstance(s, For) and s.kind == LoopKind.PARALLEL_INNER:
             body = strip(s.body)
             return s if body is s.body else dataclasses.replace(s, body=body)
         if isinstance(s, Alloc):
@@ -528,7 +530,7 @@ def _hoist_thread_buffers(f: For, on_stack) -> tuple:
 def param_decl(arg, names: Names, restrict: bool = True) -> str:
     if isinstance(arg, Buffer):
         q = " ACCPY_RESTRICT" if restrict else ""
-        const = "const " if arg.role == "input" and restrict else ""
+        const = "const " if arg.role == BufferRole.INPUT and restrict else ""
         return f"{const}{c_type(arg.dtype)}*{q} {names.get(arg, arg.name)}"
     return f"{c_type(arg.dtype)} {names.get(arg, arg.name)}"
 
@@ -556,7 +558,7 @@ def emit_function(fn: Function, linkage: str = "") -> str:
     names = Names()
     em = CEmitter(names, const_prefix=fn.name + "_")
     params = function_params(fn, names)
-    body_consts = [b for b in buffers_of(fn.body) if b.role == "const"]
+    body_consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST]
     pre = []
     for b in body_consts:
         if b.data is None:

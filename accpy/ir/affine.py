@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .expr import BinOp, Cast, Const, Expr, UnOp, Var, as_int, idx_op
+from .expr import BinOp, Cast, Const, Expr, UnOp, Var, as_int, idx_op, to_expr
 from .types import ScalarType
 
 
@@ -308,28 +308,25 @@ def vars_of(cs: Iterable[Affine]) -> set:
     return out
 
 
-def substitute_indices(node, mapping: dict):
-    """Replace variables by Affine expressions; affine subscripts stay in canonical form."""
-    from .expr import Load
-    from .stmt import Store
-    from .visitor import Mutator
-
-    expr_map = {v: a.to_expr() for v, a in mapping.items()}
-
-    class Sub(Mutator):
-        def _index(self, ix):
-            a = to_affine(ix)
-            if a is not None:
-                return a.subs(mapping).to_expr()
-            return self.visit(ix)
-
-        def visit_Var(self, v):
-            return expr_map.get(v, v)
-
-        def visit_Load(self, n: Load):
-            return Load(n.buffer, tuple(self._index(i) for i in n.indices))
-
-        def visit_Store(self, s: Store):
-            return Store(s.buffer, tuple(self._index(i) for i in s.indices), self.visit(s.value), s.reduce)
-
-    return Sub().visit(node)
+def ceildiv(a, b) -> Expr:
+    """ceil(a / b) for a positive constant b, as an index expression."""
+    cb = as_int(b)
+    ca = as_int(a)
+    if ca is not None and cb is not None:
+        return Const(-((-ca) // cb), ScalarType.index)
+    a = to_expr(a)
+    # ceil((floor(x / d) + k) / b) == floor((x + (k + b - 1) * d) / (d * b)) for d, b > 0:
+    # a split of a split outer index keeps one division (its loop bound stays affine-analyzable)
+    inner, k = a, None
+    if isinstance(a, BinOp) and a.op == "add":
+        if isinstance(a.a, BinOp) and a.a.op == "floordiv":
+            inner, k = a.a, a.b
+        elif isinstance(a.b, BinOp) and a.b.op == "floordiv":
+            inner, k = a.b, a.a
+    d = as_int(inner.b) if isinstance(inner, BinOp) and inner.op == "floordiv" else None
+    if d is not None and d > 0 and cb is not None and cb > 0:
+        num = idx_op("add", inner.a, idx_op("mul", idx_op("add", k, Const(cb - 1)) if k is not None
+                                            else Const(cb - 1), Const(d)))
+        aff = to_affine(num)
+        return idx_op("floordiv", aff.to_expr() if aff is not None else num, Const(d * cb))
+    return idx_op("floordiv", idx_op("add", a, Const(cb - 1)), b)

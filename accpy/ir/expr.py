@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .kinds import BufferRole, HostMemory
 from .types import ScalarType
 
 _uids = itertools.count(1)
@@ -34,8 +35,8 @@ class Buffer:
     dtype: ScalarType
     shape: tuple  # of Expr
     strides: tuple  # of Expr
-    role: str = "temp"  # input | input_output | output | const | temp | cache
-    memory: str = "global"
+    role: BufferRole = BufferRole.TEMP
+    memory: str = HostMemory.GLOBAL  # a HostMemory, or the name of a target library's Memory
     data: Optional[np.ndarray] = field(default=None, repr=False)
     uid: int = field(default_factory=lambda: next(_uids))
 
@@ -203,29 +204,3 @@ def idx_op(op: str, a, b) -> Expr:
         if cb == 1:
             return a
     return BinOp(op, a, b, ScalarType.index)
-
-
-def ceildiv(a, b) -> Expr:
-    """ceil(a / b) for a positive constant b, as an index expression."""
-    cb = as_int(b)
-    ca = as_int(a)
-    if ca is not None and cb is not None:
-        return Const(-((-ca) // cb), ScalarType.index)
-    a = to_expr(a)
-    # ceil((floor(x / d) + k) / b) == floor((x + (k + b - 1) * d) / (d * b)) for d, b > 0:
-    # a split of a split outer index keeps one division (its loop bound stays affine-analyzable)
-    inner, k = a, None
-    if isinstance(a, BinOp) and a.op == "add":
-        if isinstance(a.a, BinOp) and a.a.op == "floordiv":
-            inner, k = a.a, a.b
-        elif isinstance(a.b, BinOp) and a.b.op == "floordiv":
-            inner, k = a.b, a.a
-    d = as_int(inner.b) if isinstance(inner, BinOp) and inner.op == "floordiv" else None
-    if d is not None and d > 0 and cb is not None and cb > 0:
-        num = idx_op("add", inner.a, idx_op("mul", idx_op("add", k, Const(cb - 1)) if k is not None
-                                            else Const(cb - 1), Const(d)))
-        from .affine import to_affine  # (affine imports this module)
-
-        aff = to_affine(num)
-        return idx_op("floordiv", aff.to_expr() if aff is not None else num, Const(d * cb))
-    return idx_op("floordiv", idx_op("add", a, Const(cb - 1)), b)

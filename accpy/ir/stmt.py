@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .expr import Buffer, Expr, Node, Var
+from .kinds import LoopKind
 
 
 class Stmt(Node):
@@ -25,7 +26,7 @@ class Store(Stmt):
     reduce: Optional[str] = None
 
 
-LOOP_KINDS = ("serial", "unrolled", "vectorized", "parallel")
+LOOP_KINDS = tuple(LoopKind)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class For(Stmt):
     lo: Expr
     hi: Expr
     body: Stmt
-    kind: str = "serial"
+    kind: LoopKind = LoopKind.SERIAL
     attrs: tuple = ()
 
     def attr(self, key, default=None):

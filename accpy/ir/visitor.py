@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from typing import Optional
 
-from .expr import Buffer, Expr, Node, Var
-from .stmt import Block, Stmt, block
+from .affine import to_affine
+from .expr import Buffer, Expr, Load, Node, Var
+from .stmt import Block, Stmt, Store, block
+from .vector import VLoad, VStore
 
 
 def _children(node):
@@ -123,3 +127,88 @@ def buffers_of(node) -> list:
 
 __all__ = ["Visitor", "Mutator", "Substitute", "substitute", "free_vars", "buffers_of",
            "Expr", "Stmt", "Buffer"]
+
+
+def nodes_of(node, types) -> list:
+    """Every node of the tree under `node` (itself included) that is an instance of `types`,
+    in visiting order (outer before inner, left to right)."""
+    out = []
+
+    def walk(n):
+        if isinstance(n, types):
+            out.append(n)
+        for _, v in _children(n):
+            if isinstance(v, Node):
+                walk(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        walk(x)
+
+    walk(node)
+    return out
+
+
+def substitute_indices(node, mapping: dict):
+    """Replace variables by Affine expressions; affine subscripts stay in canonical form."""
+    expr_map = {v: a.to_expr() for v, a in mapping.items()}
+
+    class Sub(Mutator):
+        def _index(self, ix):
+            a = to_affine(ix)
+            if a is not None:
+                return a.subs(mapping).to_expr()
+            return self.visit(ix)
+
+        def visit_Var(self, v):
+            return expr_map.get(v, v)
+
+        def visit_Load(self, n: Load):
+            return Load(n.buffer, tuple(self._index(i) for i in n.indices))
+
+        def visit_Store(self, s: Store):
+            return Store(s.buffer, tuple(self._index(i) for i in s.indices), self.visit(s.value), s.reduce)
+
+    return Sub().visit(node)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One array access of the IR: `node` (a Load / Store, or a vector load / store) touches
+    `buffer` at `indices`; a write when `is_write` (a store; with `node.reduce` set it also reads the element)."""
+
+    buffer: Buffer
+    indices: tuple
+    is_write: bool
+    node: Node
+
+
+def accesses(node, buffer: Optional[Buffer] = None) -> list:
+    """Every array access under `node` (of `buffer` only, when given), one per Load / Store node,
+    in evaluation order: a store's target first, then the reads of its value, then those of its
+    subscripts."""
+    out = []
+
+    def add(n, write):
+        if buffer is None or n.buffer is buffer:
+            out.append(Access(n.buffer, n.indices, write, n))
+
+    def walk(n):
+        if isinstance(n, (Store, VStore)):
+            add(n, True)
+            walk(n.value)
+            for ix in n.indices:
+                walk(ix)
+            return
+        if isinstance(n, (Load, VLoad)):
+            add(n, False)
+        for _, v in _children(n):
+            if isinstance(v, Node):
+                walk(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        walk(x)
+
+    walk(node)
+    return out

@@ -1,43 +1,117 @@
-"""Lowering: schedule + plan -> loop IR, as one ordered list of named passes.
+"""Lowering: a LoweringRequest (accpy/ir/request.py, the plain data a plan hands over) -> loop IR,
+as one ordered list of named passes (`PASSES`), applied in a loop:
 
-    scan -> unswitch -> caches -> simplify -> [target memories -> tensorize -> configs]
-    -> mark loop kinds -> unroll -> simplify -> vectorize -> parallelize (OpenMP; caches
-    private to threads) -> allocate temporaries and caches -> promote registers -> simplify
+    scan -> unswitch -> simplify (keeping cache loops) -> caches -> simplify
+    -> target memories -> tensorize -> simplify -> configs [-> the libraries' own passes]
+    -> check target access -> mark loop kinds -> unroll -> simplify -> vectorize
+    -> parallelize -> place buffers (caches private to threads, temporaries) -> promote
+    registers -> simplify
 
-The bracketed passes run for targets with a tensor/memory library (Gemmini): caches in its
-memories get addresses and their copies become transfers (target_memory), tensorized
-sub-nests become tile instructions (tensorize), configuration writes are hoisted and
-deduplicated (config), and the kernel's work is bracketed as one call of the accelerator.
+Each pass is one module whose docstring says what it guarantees; a pass that has nothing to do
+for a request is skipped. The target-memory, tensorize and config passes are generic: they
+reach the hardware through the target libraries (accpy/targets/library.py), which may also add
+passes of their own after a named pass (e.g. Gemmini's call bracket after "configs").
 
-Each pass is one module whose docstring says what it guarantees. Set ACCPY_DEBUG_LOWER=1
-to print the IR after every pass.
+ACCPY_DEBUG_LOWER=1 prints the IR after every pass; ACCPY_TIME_LOWER=1 prints each pass's time
+(to stderr, one line per pass and function).
 """
 from __future__ import annotations
 
 import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
-from ..ir.expr import Buffer, Var
+from ..ir.kinds import BufferRole, LoopKind
 from ..ir.printer import stmt_str
-from ..ir.stmt import Alloc, For, Function
+from ..ir.request import LoweringRequest
+from ..ir.stmt import Alloc, For, Function, Stmt
 from ..ir.types import ScalarType
-from ..ir.visitor import Mutator, Visitor, buffers_of, free_vars
+from ..ir.visitor import Mutator, buffers_of, free_vars, nodes_of
+from ..targets.library import tensor_library
 from .cache import cache_loop_vars, insert_caches
 from .config import hoist_configs
-from .target_memory import is_target_buffer, lower_target_memories
-from .tensorize import check_no_target_access, tensorize
 from .parallelize import mark_parallel, place_buffers
 from .registers import promote_registers
 from .scan import scan
 from .simplify import simplify
+from .target_memory import is_target_buffer, lower_target_memories
+from .tensorize import check_no_target_access, tensorize
 from .unroll import unroll
 from .unswitch import unswitch
 from .vectorize import vectorize
 
 
-def _log(name, stmt):
-    if os.environ.get("ACCPY_DEBUG_LOWER"):
-        print(f"--- after {name} ---\n{stmt_str(stmt)}\n")
+@dataclass
+class LoweringState:
+    """What passes hand on: the statement, and the caches inserted so far."""
+
+    request: LoweringRequest
+    stmt: Optional[Stmt] = None
+    cache_bufs: list = field(default_factory=list)  # host caches (allocated by place buffers)
+    fills: dict = field(default_factory=dict)  # cache buffer -> (loop var where filled, inside its body)
+    owners: dict = field(default_factory=dict)  # cache buffer -> its CacheRequest
+    layouts: dict = field(default_factory=dict)  # target-memory buffer -> its library's layout
+    accelerated_now: bool = False  # the target-library passes run (decided before the first)
+
+    @property
+    def library(self):
+        """The target library with tensor instructions / memories for this request, or None."""
+        return tensor_library(self.request.target)
+
+    def accelerated(self) -> bool:
+        """Whether the target-library passes have work: tensorize requests or target-memory caches."""
+        return self.library is not None and (bool(self.request.tensorize)
+                                             or any(is_target_buffer(b) for b in self.cache_bufs))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named step: `run(state) -> stmt`, applied when `when(state)` holds."""
+
+    name: str
+    run: Callable
+    when: Callable = lambda st: True
+
+
+def _scan(st):
+    return scan(st.request.space)
+
+
+def _unswitch(st):
+    parallel = {v for v, k in st.request.kinds.items() if k == LoopKind.PARALLEL}
+    return unswitch(st.stmt, whole=parallel)
+
+
+def _symbols(st) -> list:
+    loop_vars = set(st.request.space.vars)
+    return sorted((v for v in free_vars(st.stmt) if v.dtype is ScalarType.index and v not in loop_vars),
+                  key=lambda v: v.uid)
+
+
+def _caches(st):
+    stmt, st.cache_bufs, st.fills = insert_caches(st.stmt, st.request, _symbols(st), st.owners)
     return stmt
+
+
+def _target_memories(st):
+    def describe(b):
+        c = st.owners.get(b)
+        if c is None:
+            return f"cache {b.name}"
+        level = c.placed_level
+        return (f"cache of {c.array_name} at index {st.request.space.dims[-level].index.name}"
+                if level is not None else f"cache of {c.array_name}")
+
+    stmt, st.layouts = lower_target_memories(st.stmt, st.library, st.cache_bufs, describe)
+    st.cache_bufs = [b for b in st.cache_bufs if not is_target_buffer(b)]
+    return stmt
+
+
+def _check_target_access(st):
+    check_no_target_access(st.stmt, st.request.tensorize)
+    return st.stmt
 
 
 class _MarkKinds(Mutator):
@@ -50,107 +124,89 @@ class _MarkKinds(Mutator):
         return f if k is None or k == f.kind else For(f.var, f.lo, f.hi, f.body, k, f.attrs)
 
 
-def lower_loops(space, kinds=None, target=None, plan=None):
-    """The loops of an iteration space: scanned, unswitched, cached, simplified, unrolled, vectorized.
-
-    Returns (stmt, cache buffers, {id(cache buffer): the loop var where it is filled}).
-    """
-    stmt = _log("scan", scan(space))
-    parallel = {v for v, k in (kinds or {}).items() if k == "parallel"}
-    stmt = _log("unswitch", unswitch(stmt, whole=parallel))
-    cache_bufs, fills, owners = [], {}, {}
-    if plan is not None and plan.caches:
-        stmt = simplify(stmt, keep=cache_loop_vars(plan))
-        stmt, cache_bufs, fills = insert_caches(stmt, plan, _symbols(stmt, space), owners)
-        stmt = _log("caches", stmt)
-    stmt = _log("simplify", simplify(stmt))
-    stmt, cache_bufs = _accelerate(stmt, plan, target, cache_bufs, owners)
-    below = {}
-    for k, v in space.attrs:
-        if k == "unroll_below":
-            index, ref, threshold = v
-            for h in (index, ref):
-                pos = space.position(h)
-                if pos is not None:
-                    below[space.dims[pos].var] = threshold
-    if kinds:
-        stmt = _MarkKinds(kinds).visit(stmt)
-    if kinds or below:
-        stmt = _log("unroll", unroll(stmt, kinds or {}, below))
-        stmt = _log("simplify", simplify(stmt))
-    if _has_kind(stmt, "vectorized"):
-        stmt = _log("vectorize", vectorize(stmt, target))
-    return stmt, cache_bufs, fills
+def _has_vectorized(st) -> bool:
+    return any(f.kind == LoopKind.VECTORIZED for f in nodes_of(st.stmt, For))
 
 
-def _accelerate(stmt, plan, target, cache_bufs, owners):
-    """The target-library passes (Gemmini): memories, tensorize, configs, the call bracket."""
-    from ..targets.intrinsics import library_for
-
-    library = library_for(target)
-    requests = plan.tensorize_requests() if plan is not None else []
-    if library is None or (not requests and not any(is_target_buffer(b) for b in cache_bufs)):
-        if any(is_target_buffer(b) for b in cache_bufs):
-            check_no_target_access(stmt, requests)
-        return stmt, cache_bufs
-
-    def describe(b):
-        c = owners.get(b)
-        if c is None:
-            return f"cache {b.name}"
-        return f"cache of {c.array.name} at index {c.index.name}" if c.index is not None else f"cache of {c.array.name}"
-
-    stmt, layouts = lower_target_memories(stmt, library, cache_bufs, describe)
-    stmt = _log("target memories", stmt)
-    stmt = _log("tensorize", tensorize(stmt, library, requests, layouts))
-    stmt = _log("simplify", simplify(stmt))
-    stmt = _log("configs", library.wrap_function(hoist_configs(stmt)))
-    return stmt, [b for b in cache_bufs if not is_target_buffer(b)]
+def _place_buffers(st):
+    # a cache filled inside a parallel loop's body is per thread
+    position = {d.var: k for k, d in enumerate(st.request.space.dims)}
+    fill_position = {b: (position.get(v), inside) for b, (v, inside) in st.fills.items()}
+    temps = [b for b in buffers_of(st.stmt) if b.role == BufferRole.TEMP]
+    stmt = place_buffers(st.stmt, st.cache_bufs, zero=False, fill_position=fill_position, loop_position=position)
+    for b in reversed(temps):
+        stmt = Alloc(b, stmt, zero=True)
+    return stmt
 
 
-def _has_kind(stmt, kind) -> bool:
-    found = []
-
-    class V(Visitor):
-        def visit_For(self, f):
-            if f.kind == kind:
-                found.append(f)
-            self.generic_visit(f)
-
-    V().visit(stmt)
-    return bool(found)
+def _kinds_or_unroll(st) -> bool:
+    return bool(st.request.kinds) or bool(st.request.unroll_below)
 
 
-def _symbols(stmt, space) -> list:
-    loop_vars = set(space.vars)
-    return sorted((v for v in free_vars(stmt) if v.dtype is ScalarType.index and v not in loop_vars),
-                  key=lambda v: v.uid)
+PASSES = (
+    Pass("scan", _scan),
+    Pass("unswitch", _unswitch),
+    Pass("simplify (keeping cache loops)", lambda st: simplify(st.stmt, keep=cache_loop_vars(st.request)),
+         lambda st: bool(st.request.caches)),
+    Pass("caches", _caches, lambda st: bool(st.request.caches)),
+    Pass("simplify", lambda st: simplify(st.stmt)),
+    Pass("target memories", _target_memories, lambda st: st.accelerated()),
+    Pass("tensorize", lambda st: tensorize(st.stmt, st.library, st.request.tensorize, st.layouts),
+         lambda st: st.accelerated_now),
+    Pass("simplify (after tensorize)", lambda st: simplify(st.stmt), lambda st: st.accelerated_now),
+    Pass("configs", lambda st: hoist_configs(st.stmt), lambda st: st.accelerated_now),
+    Pass("check target access", _check_target_access,
+         lambda st: not st.accelerated_now and any(is_target_buffer(b) for b in st.cache_bufs)),
+    Pass("mark loop kinds", lambda st: _MarkKinds(st.request.kinds).visit(st.stmt), lambda st: bool(st.request.kinds)),
+    Pass("unroll", lambda st: unroll(st.stmt, st.request.kinds, st.request.unroll_below), _kinds_or_unroll),
+    Pass("simplify (after unroll)", lambda st: simplify(st.stmt), _kinds_or_unroll),
+    Pass("vectorize", lambda st: vectorize(st.stmt, st.request.target), _has_vectorized),
+    Pass("parallelize", lambda st: mark_parallel(st.stmt, *st.request.parallel),
+         lambda st: st.request.parallel is not None),
+    Pass("place buffers", _place_buffers),
+    Pass("promote registers", lambda st: promote_registers(st.stmt), lambda st: bool(st.cache_bufs)),
+    Pass("simplify (after registers)", lambda st: simplify(st.stmt), lambda st: bool(st.cache_bufs)),
+)
 
 
-def argument_objects(args) -> tuple:
-    """Array / Dimension / Scalar arguments as IR buffers and vars."""
-    from ..nest.array import Array, ArrayView, Dimension, OutputDimension, Scalar
+def _passes(request: LoweringRequest) -> list:
+    """PASSES with the target libraries' own passes inserted after the pass each names."""
+    out = list(PASSES)
+    lib = tensor_library(request.target)
+    for lp in (lib.lowering_passes() if lib is not None else ()):
+        at = next(k for k, p in enumerate(out) if p.name == lp.after)
+        out.insert(at + 1, Pass(lp.name, lambda st, f=lp.run: f(st.stmt), lambda st: st.accelerated_now))
+    return out
 
-    out = []
-    for a in args:
-        if isinstance(a, ArrayView):
-            raise ValueError(f"args: {a!r} is a view; pass the array it views ({a.root.name}) as the argument")
-        if isinstance(a, OutputDimension):
-            out.append(a.array.buffer)
-        elif isinstance(a, Array):
-            out.append(a.buffer)
-        elif isinstance(a, (Dimension, Scalar)):
-            out.append(a.var)
-        elif isinstance(a, (Buffer, Var)):
-            out.append(a)
-        else:
-            raise TypeError(f"args: expected acc.Array, acc.Dimension or acc.Scalar, got {type(a).__name__}")
-    return tuple(out)
+
+def run_passes(request: LoweringRequest, until: Optional[str] = None) -> LoweringState:
+    """Apply the passes in order (up to, not including, the pass named `until`)."""
+    st = LoweringState(request)
+    debug, timing = os.environ.get("ACCPY_DEBUG_LOWER"), os.environ.get("ACCPY_TIME_LOWER")
+    for p in _passes(request):
+        if p.name == until:
+            break
+        if p.name == "target memories":
+            st.accelerated_now = st.accelerated()
+        if not p.when(st):
+            continue
+        t0 = time.perf_counter()
+        st.stmt = p.run(st)
+        if timing:
+            print(f"accpy lower: {p.name:<32} {1e3 * (time.perf_counter() - t0):8.2f} ms", file=sys.stderr)
+        if debug:
+            print(f"--- after {p.name} ---\n{stmt_str(st.stmt)}\n")
+    return st
+
+
+def lower_loops(request: LoweringRequest) -> Stmt:
+    """The loops of a request up to vectorization (what `Schedule.to_python(unswitched=True)` shows)."""
+    return run_passes(request, until="parallelize").stmt
 
 
 def default_arguments(stmt) -> tuple:
     """Arguments in first-use order when none are given: arrays, then runtime sizes."""
-    bufs = [b for b in buffers_of(stmt) if b.role not in ("temp", "const", "cache")]
+    bufs = [b for b in buffers_of(stmt) if b.role not in (BufferRole.TEMP, BufferRole.CONST, BufferRole.CACHE)]
     sizes = sorted((v for v in free_vars(stmt) if v not in bufs), key=lambda v: v.uid)
     for b in bufs:
         for s in b.shape:
@@ -158,21 +214,8 @@ def default_arguments(stmt) -> tuple:
     return tuple(bufs) + tuple(dict.fromkeys(sizes))
 
 
-def lower_function(plan, name: str, args=None) -> Function:
-    space = plan.schedule.space
-    stmt, cache_bufs, fills = lower_loops(space, plan.loop_annotations(), plan.target, plan)
-    if plan.parallel is not None:
-        _, policy, threads = plan.parallel
-        stmt = _log("parallelize", mark_parallel(stmt, policy, threads))
-    # a cache filled inside a parallel loop's body is per thread
-    position = {d.var: k for k, d in enumerate(space.dims)}
-    fill_position = {b: (position.get(v), inside) for b, (v, inside) in fills.items()}
-    temps = [b for b in buffers_of(stmt) if b.role == "temp"]
-    stmt = place_buffers(stmt, cache_bufs, zero=False, fill_position=fill_position, loop_position=position)
-    for b in reversed(temps):
-        stmt = Alloc(b, stmt, zero=True)
-    if cache_bufs:
-        stmt = _log("promote registers", promote_registers(stmt))
-        stmt = _log("simplify", simplify(stmt))
-    arg_objs = argument_objects(args) if args is not None else default_arguments(stmt)
-    return Function(name, arg_objs, stmt)
+def lower_function(request: LoweringRequest, name: str) -> Function:
+    """The C-ready function `name` of a request: every pass applied."""
+    stmt = run_passes(request).stmt
+    args = request.args if request.args is not None else default_arguments(stmt)
+    return Function(name, args, stmt)

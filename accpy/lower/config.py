@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..ir.expr import Call
 from ..ir.stmt import Block, Evaluate, For, If, block
 from ..ir.visitor import Mutator, Visitor, free_vars
-from ..targets.intrinsics import intrinsic
+from ..targets.library import intrinsic
 
 
 def _config_of(s):

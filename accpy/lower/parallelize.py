@@ -18,9 +18,10 @@ allocated in the scope of all its uses and private to each thread.
 from __future__ import annotations
 
 from ..errors import ScheduleError
+from ..ir.kinds import LoopKind
 from ..ir.affine import to_affine
 from ..ir.stmt import Alloc, For
-from ..ir.visitor import Mutator, Visitor, buffers_of
+from ..ir.visitor import Mutator, Visitor, accesses, buffers_of
 
 
 def mark_parallel(stmt, policy: str, threads: int):
@@ -33,18 +34,18 @@ class _Mark(Mutator):
         self.depth = 0
 
     def visit_For(self, f: For):
-        if f.kind != "parallel":
+        if f.kind != LoopKind.PARALLEL:
             return self.generic_visit(f)
         if self.depth > 0:
             # inside another parallel loop: run serially
             self.depth += 1
             body = self.visit(f.body)
             self.depth -= 1
-            return For(f.var, f.lo, f.hi, body, "serial", f.attrs)
+            return For(f.var, f.lo, f.hi, body, LoopKind.SERIAL, f.attrs)
         collapse = 1
         inner = f.body
         outer_vars = {f.var}
-        while isinstance(inner, For) and inner.kind == "parallel":
+        while isinstance(inner, For) and inner.kind == LoopKind.PARALLEL:
             lo, hi = to_affine(inner.lo), to_affine(inner.hi)
             if lo is None or hi is None or any(v in outer_vars for v in lo.vars + hi.vars):
                 break
@@ -56,12 +57,12 @@ class _Mark(Mutator):
         self.depth -= 1
         attrs = tuple(a for a in f.attrs if a[0] not in ("collapse", "policy", "threads")) + (
             ("collapse", collapse), ("policy", self.policy), ("threads", self.threads))
-        return For(f.var, f.lo, f.hi, body, "parallel", attrs)
+        return For(f.var, f.lo, f.hi, body, LoopKind.PARALLEL, attrs)
 
     def _collapsed(self, s, n):
         if n == 0:
             return self.visit(s)
-        return For(s.var, s.lo, s.hi, self._collapsed(s.body, n - 1), "parallel_inner", s.attrs)
+        return For(s.var, s.lo, s.hi, self._collapsed(s.body, n - 1), LoopKind.PARALLEL_INNER, s.attrs)
 
 
 def _parallel_loops(stmt) -> list:
@@ -69,7 +70,7 @@ def _parallel_loops(stmt) -> list:
 
     class V(Visitor):
         def visit_For(self, f):
-            if f.kind == "parallel":
+            if f.kind == LoopKind.PARALLEL:
                 out.append(f)
                 return
             self.generic_visit(f)
@@ -81,7 +82,7 @@ def _parallel_loops(stmt) -> list:
 def place_buffers(stmt, buffers, zero: bool, fill_position=None, loop_position=None):
     """Wrap `stmt` (or the parallel loops using a buffer) in Allocs of `buffers`.
 
-    `fill_position`: id(buffer) -> (schedule position of the loop where it is filled, whether
+    `fill_position`: buffer -> (schedule position of the loop where it is filled, whether
     the fill is inside that loop's body (a multicache's trigger loop) or right before the
     loop (an ordinary cache's site)); `loop_position`: loop var -> its schedule position.
     See the module doc.
@@ -90,7 +91,7 @@ def place_buffers(stmt, buffers, zero: bool, fill_position=None, loop_position=N
     loop_position = loop_position or {}
 
     def private_in(p: For, b) -> bool:
-        fp, inside = fill_position.get(id(b), (None, False))
+        fp, inside = fill_position.get(b, (None, False))
         lp = loop_position.get(p.var)
         if fp is None or lp is None:
             return False
@@ -111,19 +112,7 @@ def place_buffers(stmt, buffers, zero: bool, fill_position=None, loop_position=N
 
 
 def _read_buffers(stmt) -> set:
-    out = set()
-
-    class V(Visitor):
-        def visit_Load(self, n):
-            out.add(id(n.buffer))
-            self.generic_visit(n)
-
-        def visit_VLoad(self, n):
-            out.add(id(n.buffer))
-            self.generic_visit(n)
-
-    V().visit(stmt)
-    return out
+    return {id(a.buffer) for a in accesses(stmt) if not a.is_write}
 
 
 def _written_buffers(stmt) -> set:
@@ -172,7 +161,7 @@ class _WrapParallel(Mutator):
         self.bufs, self.zero, self.private_in = bufs, zero, private_in
 
     def visit_For(self, f: For):
-        if f.kind != "parallel":
+        if f.kind != LoopKind.PARALLEL:
             return self.generic_visit(f)
         used = {id(b) for b in buffers_of(f.body)}
         body = f.body
@@ -197,7 +186,7 @@ def _sink_allocs(body):
         return inner
 
     def down(s):
-        if isinstance(s, For) and s.kind == "parallel_inner":
+        if isinstance(s, For) and s.kind == LoopKind.PARALLEL_INNER:
             return For(s.var, s.lo, s.hi, down(s.body), s.kind, s.attrs)
         return rebuild(s)
 

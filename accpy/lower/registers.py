@@ -11,6 +11,7 @@ values live in `VVar`s declared where the Alloc was.
 """
 from __future__ import annotations
 
+from ..ir.kinds import BufferRole, HostMemory
 from ..ir.affine import to_affine
 from ..ir.expr import Load
 from ..ir.stmt import Alloc, Store
@@ -90,7 +91,7 @@ class _Promote(Mutator):
 class _PromoteAllocs(Mutator):
     def visit_Alloc(self, a: Alloc):
         body = self.visit(a.body)
-        if a.buffer.role != "cache" or a.buffer.memory != "local":
+        if a.buffer.role != BufferRole.CACHE or a.buffer.memory != HostMemory.LOCAL:
             return a if body is a.body else Alloc(a.buffer, body, a.zero)
         slots = _slots(body, a.buffer)
         if slots is None:

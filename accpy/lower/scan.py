@@ -7,8 +7,9 @@ is the obviously-correct form that `unswitch` then separates.
 """
 from __future__ import annotations
 
-from ..analysis.polyhedra import ConstraintSet
-from ..ir.affine import Affine, substitute_indices
+from ..analysis.polyhedra import part_guard
+from ..ir.affine import Affine
+from ..ir.visitor import substitute_indices
 from ..ir.expr import BinOp, Const
 from ..ir.stmt import For, If, block
 from ..ir.types import ScalarType
@@ -41,21 +42,6 @@ def part_body(space, p: int):
     """The statements of part p with nest indices replaced by their maps over the dims."""
     part = space.parts[p]
     return block(*[substitute_indices(st.store, part.index_map) for st in part.statements])
-
-
-def part_guard(space, p: int) -> list:
-    """The constraints of part p that the box does not already imply."""
-    box = ConstraintSet(space.box_constraints() + _symbol_assumptions(space))
-    return [c for c in ConstraintSet(space.part_constraints(p)) if not box.implies(c)]
-
-
-def _symbol_assumptions(space) -> list:
-    dim_vars = set(space.vars)
-    syms = set()
-    for p in range(len(space.parts)):
-        for c in space.part_constraints(p):
-            syms.update(v for v in c.vars if v not in dim_vars)
-    return [Affine.var(s) for s in syms]  # runtime sizes are >= 0
 
 
 def scan(space):

@@ -6,6 +6,7 @@ expressions are in canonical affine form, and constant conditions are folded.
 """
 from __future__ import annotations
 
+from ..ir.kinds import LoopKind
 from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Const, as_int, idx_op
 from ..ir.stmt import Block, For, If, block
@@ -48,7 +49,7 @@ class Simplify(Mutator):
         if trip is not None and trip.is_const:
             if trip.const <= 0:
                 return Block(())
-            if trip.const == 1 and f.kind in ("serial", "unrolled") and f.var not in self.keep:
+            if trip.const == 1 and f.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and f.var not in self.keep:
                 return self.visit(substitute(f.body, {f.var: lo}))
         body = self.visit(f.body)
         if isinstance(body, Block) and not body.stmts:

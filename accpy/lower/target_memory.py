@@ -8,15 +8,16 @@ or out of such a buffer remains; the buffers themselves are never allocated in C
 """
 from __future__ import annotations
 
+from ..ir.kinds import HostMemory
 from ..ir.affine import to_affine
 from ..ir.expr import Const, Load, Var, as_int
 from ..ir.stmt import For, Store
 from ..ir.visitor import Mutator
-from ..targets.intrinsics import memory
+from ..targets.library import memory
 
 
 def is_target_buffer(buf) -> bool:
-    return buf is not None and buf.memory not in ("global", "local", "heap") and memory(buf.memory) is not None
+    return buf is not None and buf.memory not in (HostMemory.GLOBAL, HostMemory.LOCAL, HostMemory.HEAP) and memory(buf.memory) is not None
 
 
 def lower_target_memories(stmt, library, buffers, describe):
@@ -65,8 +66,9 @@ class _Copies(Mutator):
                 if origin is not None:
                     return self.library.copy_in(lay, s.value.buffer, origin, exts, what)
             if not isinstance(s.value, Load):
-                raise ValueError(f"{what}: the copy into Gemmini's memory converts element types "
-                                 f"(element_type=): not supported")
+                mem = memory(s.buffer.memory)
+                raise ValueError(f"{what}: the copy into {mem.owner or 'the target'}'s {mem.name} converts "
+                                 f"element types (element_type=): not supported")
             return None
         v = s.value
         if isinstance(v, Load) and v.buffer in self.layouts and s.reduce is None:

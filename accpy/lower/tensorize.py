@@ -4,7 +4,7 @@ target's tile instructions, through the target library (`match_tile`, `match_epi
 
 For each request with index roles (i, j, k): a perfect nest of loops over those indices around
 one statement is matched: `C[i, j] += int32(A[i, k]) * int32(B[k, j])` becomes a matmul tile
-(Gemmini: preload + compute; when the loop right around the tile does not move the weights,
+(e.g. Gemmini: preload + compute; when the loop right around the tile does not move the weights,
 they are preloaded at its first iteration only and reused), and an output statement reading the
 accumulator (`C[i, j] = int8(round(float32(Acc[i, j]) * s))`, optional ReLU, or a raw int32
 copy) becomes a mvout. A loop of extent 1 may be gone (simplified away): the match goes by the
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.kinds import LoopKind
 from ..ir.stmt import For, Store, Stmt
-from ..ir.visitor import Mutator, Visitor
+from ..ir.visitor import Mutator, accesses
+from ..targets.library import memory
 from .target_memory import is_target_buffer
 
 
@@ -69,7 +71,7 @@ class _Tensorize(Mutator):
     def visit_For(self, f: For):
         if f.var not in self.roles:
             body = self.visit(f.body)
-            if isinstance(body, _PendingTile) and f.var not in body.b_vars and f.kind != "parallel" and \
+            if isinstance(body, _PendingTile) and f.var not in body.b_vars and f.kind != LoopKind.PARALLEL and \
                     not any(f.var in _loop_vars_in(g.lo) | _loop_vars_in(g.hi) for g in body.loops()):
                 # (inner reuse loops must not depend on this one: each of them runs from its start)
                 # the weights stay across this loop: preloaded at the first iteration only
@@ -121,9 +123,7 @@ class _Tensorize(Mutator):
         if out is None:
             if not _touches_target(s, self.layouts):
                 return _nest(loops, s)  # plain host code inside the tensorized loops (e.g. a CPU part)
-            raise ValueError(f"{self.what}: the statement into {s.buffer.name} reads the accumulator in a way "
-                             f"Gemmini cannot do (expected C[i, j] = int8(round(float32(Acc[i, j]) * scale)), "
-                             f"optionally with max(.., 0), or a raw int32 copy)")
+            raise ValueError(self.library.unmatched(s, self.what))
         return out
 
 
@@ -185,36 +185,16 @@ def _expand(library, p: _PendingTile):
 
 
 def _touches_target(s, layouts) -> bool:
-    found = []
-
-    class V(Visitor):
-        def visit_Load(self, n):
-            if n.buffer in layouts:
-                found.append(n)
-            self.generic_visit(n)
-
-    V().visit(s)
-    return bool(found) or s.buffer in layouts
+    return any(a.buffer in layouts for a in accesses(s))
 
 
 def check_no_target_access(stmt, requests) -> None:
     """Host code cannot read or write a target memory: say which access was left."""
-    bad = []
-
-    class V(Visitor):
-        def visit_Load(self, n):
-            if is_target_buffer(n.buffer):
-                bad.append(n.buffer)
-            self.generic_visit(n)
-
-        def visit_Store(self, n):
-            if is_target_buffer(n.buffer):
-                bad.append(n.buffer)
-            self.generic_visit(n)
-
-    V().visit(stmt)
+    bad = [a.buffer for a in accesses(stmt) if is_target_buffer(a.buffer)]
     if bad:
         b = bad[0]
         hint = ("tensorize the loops that use it (plan.tensorize(indices=(i, j, k)))" if not requests else
                 "make the tensorized indices the innermost loops of every statement that uses it")
-        raise ValueError(f"{b.name} lives in Gemmini's {b.memory.upper()}, which host code cannot access: {hint}")
+        mem = memory(b.memory)
+        where = f"{mem.owner}'s {b.memory.upper()}" if mem is not None and mem.owner else b.memory.upper()
+        raise ValueError(f"{b.name} lives in {where}, which host code cannot access: {hint}")

@@ -9,14 +9,15 @@ below it. A marked loop with a runtime trip count stays a loop with an unroll hi
 from __future__ import annotations
 
 from ..errors import ScheduleError
+from ..ir.kinds import LoopKind
 from ..ir.affine import to_affine
+from ..ir.kinds import MAX_UNROLLED_COPIES
 from ..ir.expr import BinOp, Const
 from ..ir.stmt import For, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, substitute
 from .simplify import simplify
 
-MAX_UNROLLED_COPIES = 4096
 
 
 def unroll(stmt, kinds: dict, below: dict):
@@ -30,7 +31,7 @@ class _Unroll(Mutator):
         self.copies = 0
 
     def visit_For(self, f: For):
-        want = self.kinds.get(f.var) == "unrolled" or f.kind == "unrolled"
+        want = self.kinds.get(f.var) == "unrolled" or f.kind == LoopKind.UNROLLED
         threshold = self.below.get(f.var)
         trip = to_affine(BinOp("sub", f.hi, f.lo, ScalarType.index))
         lo = to_affine(f.lo)

@@ -22,13 +22,15 @@ from __future__ import annotations
 import warnings
 
 from ..errors import ScheduleError
+from ..ir.kinds import LoopKind
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
 from ..ir.visitor import Mutator, Visitor, free_vars, substitute
-from ..targets.x86 import vector_isa_for
+from ..ir.visitor import accesses as ir_accesses
+from ..targets.library import supports_vector_op, vector_shape
 from .simplify import simplify
 from .unroll import unroll_subtree
 
@@ -48,19 +50,19 @@ class _Vectorize(Mutator):
         self.target = target
 
     def visit_For(self, f: For):
-        if f.kind != "vectorized":
+        if f.kind != LoopKind.VECTORIZED:
             return self.generic_visit(f)
         # the subtree: inner loops (unrolled, vectorized or not) become statement copies
         f = For(f.var, f.lo, f.hi, simplify(unroll_subtree(f.body, f"vectorize({f.var.name})")), f.kind, f.attrs)
         stores = _straight_line_stores(f)
         stores = _pair_madds(stores, f.var, self.target)
         dtype = _vector_dtype(stores)
-        isa = vector_isa_for(self.target, dtype) if dtype is not None else None
+        isa = vector_shape(self.target, dtype) if dtype is not None else None
         if isa is None:
             warnings.warn(f"vectorize({f.var.name}): no vector instructions for "
                           f"{dtype.name if dtype else 'mixed element types'} on target {self.target.name}; "
                           f"leaving the loop to the C compiler's vectorizer", stacklevel=2)
-            return For(f.var, f.lo, f.hi, f.body, "simd", f.attrs)
+            return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
         try:
             return _vectorize_loop(f, stores, isa)
         except NotVectorizable as e:
@@ -296,13 +298,7 @@ def _check_lane_independence(stores, lane, span):
     accesses = []  # (buffer, indices, is_write, statement number, reduce)
     for k, s in enumerate(stores):
         accesses.append((s.buffer, s.indices, True, k, s.reduce))
-
-        class V(Visitor):
-            def visit_Load(self, n):
-                accesses.append((n.buffer, n.indices, False, k, None))
-                self.generic_visit(n)
-
-        V().visit(s.value)
+        accesses.extend((a.buffer, a.indices, False, k, None) for a in ir_accesses(s.value))
     for x in range(len(accesses)):
         for y in range(x + 1, len(accesses)):
             bx, ix, wx, kx, rx = accesses[x]
@@ -361,16 +357,7 @@ def _as_accumulation(s: Store, lane: Var):
 
 
 def _reads(e, buffer) -> bool:
-    found = []
-
-    class V(Visitor):
-        def visit_Load(self, n):
-            if n.buffer is buffer:
-                found.append(n)
-            self.generic_visit(n)
-
-    V().visit(e)
-    return bool(found)
+    return any(not a.is_write for a in ir_accesses(e, buffer))
 
 
 def _vectorize_loop(f: For, stores, isa):
@@ -477,7 +464,7 @@ def _pair_madds(stores, lane: Var, target):
     """Adjacent statements `C[x] += int32(A[p]) * int32(B[q])` and the same with A[p + 1],
     B[q + 1] (an inner loop of extent 2 over int16 pairs, unrolled), where C moves by one
     element and A, B by two along the loop, as one `C[x] += madd16(A[p], B[q])`."""
-    if not target.has("avx512bw") or not target.has("avx512f") or target.vector_bytes < 64:
+    if not supports_vector_op(target, ScalarType.int32, "madd16"):
         return stores
     out, k = [], 0
     while k < len(stores):

@@ -10,7 +10,7 @@ from ..errors import LogicError
 from ..ir.expr import Buffer, Cast, Const, Expr, Var, idx_op
 from ..ir.names import check_name
 from ..ir.types import ScalarType
-from .logic import Access, Value, lift, record_assignment
+from .logic import Access, Value, lift, record_assignment, scalar_type  # noqa: F401  (scalar_type: re-exported)
 from .naming import assigned_names, inferred_or_generated
 
 
@@ -24,20 +24,6 @@ class Role(enum.Enum):
     TEMP = "temp"
 
 
-def scalar_type(t, what: str = "element_type") -> ScalarType:
-    """Accept a ScalarType, a numpy dtype/type, or Python's int/float/bool."""
-    if isinstance(t, ScalarType):
-        return t
-    if t is int:
-        return ScalarType.int64
-    if t is float:
-        return ScalarType.float32
-    if t is bool:
-        return ScalarType.bool
-    try:
-        return ScalarType.from_dtype(t)
-    except TypeError:
-        raise TypeError(f"{what}: expected an acc.ScalarType or a numpy dtype, got {t!r}") from None
 
 
 class Dimension(Value):
@@ -348,15 +334,13 @@ class Array:
         must tile the array: each starts at a multiple of the block's extents (as split and
         tile give); otherwise the build raises ScheduleError.
         """
-        from ..plan.cache import Cache
-
         if self.role is not Role.CONST:
             raise ValueError(f"deferred_layout: {self.name} is {self.role.name}; only CONST arrays have a "
                              f"deferred layout")
         if self.requested_layout is not _Layout.DEFERRED:
             raise ValueError(f"deferred_layout: the layout of {self.name} is already set "
                              f"({self.requested_layout}); create it with layout=Array.Layout.DEFERRED")
-        if not isinstance(cache, Cache):
+        if not (hasattr(cache, "source") and hasattr(cache, "trigger_index")):  # a plan's Cache handle
             raise TypeError(f"cache: expected the Cache returned by plan.cache({self.name}, ...), got {cache!r}")
         if cache.source is not self:
             raise ValueError(f"cache: that cache is of {getattr(cache.source, 'name', cache.source)}, "

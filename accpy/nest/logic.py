@@ -10,17 +10,19 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import LogicError
-from ..ir.expr import BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
+from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
 from ..ir.stmt import Store
 from ..ir.types import ScalarType, common_type, int_range, widens_to
+from .handles import LogicIndex, LogicValue
 from .naming import user_location
+from .parameters import Parameter
 
 
 def _describe(t: ScalarType) -> str:
     return t.name
 
 
-class Value:
+class Value(LogicValue):
     """A typed expression inside iteration logic."""
 
     __array_priority__ = 1000  # make numpy scalars defer to our operators
@@ -56,10 +58,10 @@ class Value:
     def __neg__(self): return unary("neg", self)
     def __pos__(self): return self
 
-    def __abs__(self):
-        from .ops import abs as acc_abs
-
-        return acc_abs(self)
+    def __abs__(self):  # acc.abs (ops.py), written here so that logic needs nothing of ops
+        if self.element_type is ScalarType.bool:
+            raise LogicError("acc.abs needs a numeric operand, got bool")
+        return Value(Call("abs", (self.expr,), self.element_type))
 
     def __invert__(self): return unary("invert", self)
     # bitwise (integers only)
@@ -110,8 +112,6 @@ def lift(x, like: Optional[ScalarType] = None) -> Value:
     x = _plain(x)
     if isinstance(x, Value):
         return x
-    from .parameters import Parameter
-
     if isinstance(x, Parameter):
         x = x.value  # a parameter in logic is the value it has when the function is added
         if isinstance(x, Value):
@@ -179,10 +179,24 @@ def unary(op: str, a) -> Value:
     return Value(UnOp(op, a.expr, a.element_type))
 
 
+def scalar_type(t, what: str = "element_type") -> ScalarType:
+    """Accept a ScalarType, a numpy dtype/type, or Python's int/float/bool."""
+    if isinstance(t, ScalarType):
+        return t
+    if t is int:
+        return ScalarType.int64
+    if t is float:
+        return ScalarType.float32
+    if t is bool:
+        return ScalarType.bool
+    try:
+        return ScalarType.from_dtype(t)
+    except TypeError:
+        raise TypeError(f"{what}: expected an acc.ScalarType or a numpy dtype, got {t!r}") from None
+
+
 def cast(value, element_type) -> Value:
     """`acc.cast(value, type)`: the value converted to `type` (an acc.ScalarType or numpy dtype)."""
-    from .array import scalar_type
-
     t = scalar_type(element_type, "element_type")
     v = lift(value, t)
     if v.element_type is t:
@@ -201,7 +215,7 @@ def select(cond, a, b) -> Value:
 
 # -- indices ------------------------------------------------------------------------------
 
-class Index(Value):
+class Index(Value, LogicIndex):
     """A loop index: a value inside logic and a dimension handle for schedules and plans."""
 
     def __init__(self, name: str):

@@ -29,11 +29,7 @@ def min(a, b) -> Value:  # noqa: A001
 
 def abs(a) -> Value:  # noqa: A001
     """`acc.abs(a)`: the absolute value, of the operand's type (Python's abs outside logic)."""
-    if not isinstance(a, Value):
-        return _builtin_abs(a)
-    if a.element_type is ScalarType.bool:
-        raise LogicError("acc.abs needs a numeric operand, got bool")
-    return Value(Call("abs", (a.expr,), a.element_type))
+    return _builtin_abs(a)  # a Value's __abs__ builds the logic (logic.py)
 
 
 def _float_fn(name: str):

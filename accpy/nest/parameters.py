@@ -13,6 +13,7 @@ import operator
 import random
 from typing import Optional
 
+from .handles import LogicIndex, LogicValue
 from .naming import assigned_names
 
 _active: list = []  # stack of {Parameter: value}
@@ -42,9 +43,7 @@ class Parameter:
         raise UnresolvedParameter(self)
 
     def _derive(self, op, other, sym, reverse=False):
-        from .logic import Value
-
-        if isinstance(other, Value):
+        if isinstance(other, LogicValue):
             # with a logic value the result is logic: the value's own (reflected) operator
             # builds it from this parameter's value
             return NotImplemented
@@ -87,14 +86,10 @@ class Parameter:
         return d
 
     def __eq__(self, o):
-        from .logic import Value
-
-        return NotImplemented if isinstance(o, Value) else self is o
+        return NotImplemented if isinstance(o, LogicValue) else self is o
 
     def __ne__(self, o):
-        from .logic import Value
-
-        return NotImplemented if isinstance(o, Value) else self is not o
+        return NotImplemented if isinstance(o, LogicValue) else self is not o
 
     __hash__ = object.__hash__
 
@@ -211,8 +206,6 @@ def create_parameter_grid(parameter_choices: dict, filter_func=None, sample: int
     `filter_func` receives one tuple of values (in the dict's order) and keeps those it
     returns True for; `sample` > 0 draws that many combinations (reproducibly with `seed`).
     """
-    from .logic import Index
-
     if not isinstance(parameter_choices, dict) or not parameter_choices:
         raise ValueError("parameter_choices: expected a non-empty dict {parameter: list of values}")
     keys = list(parameter_choices)
@@ -222,7 +215,7 @@ def create_parameter_grid(parameter_choices: dict, filter_func=None, sample: int
     value_lists = []
     for k in keys:
         v = parameter_choices[k]
-        if isinstance(v, tuple) and v and all(isinstance(x, Index) for x in v):
+        if isinstance(v, tuple) and v and all(isinstance(x, LogicIndex) for x in v):
             value_lists.append(list(itertools.permutations(v)))
         elif isinstance(v, (list, tuple, range)):
             value_lists.append(list(v))

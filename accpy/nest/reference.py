@@ -319,9 +319,10 @@ def compile_reference(nests):
 
 
 def _buffers_in(store):
-    from ..analysis.logic_check import accesses_of
+    from ..ir.visitor import accesses
 
-    return [b for b, _, _ in accesses_of(store)]
+    out = [a.buffer for a in accesses(store)]
+    return out[:1] + out if store.reduce is not None else out  # (a reduction reads its element too)
 
 
 def evaluate(nests, args: dict, vectorize: bool = True) -> None:

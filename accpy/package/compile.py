@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CompileError
-from .paths import cache_dir
+from ..paths import cache_dir
 
 CC = os.environ.get("ACCPY_CC", "gcc")
 CXX = os.environ.get("ACCPY_CXX", "g++")
@@ -331,24 +330,25 @@ def _cached_object(kind: str, compiler: str, flags: list, src: Path, texts: list
     return obj
 
 
-def gemmini_model_object(cflags: list) -> Path:
-    """native/gemmini/gemmini_model.c compiled as a package unit (-DACCPY_SPLIT_UNIT), cached."""
-    from .paths import native_file
+def native_unit_object(unit, cflags: list) -> Path:
+    """A target library's native unit (targets/library.py `NativeUnit`) compiled, cached."""
+    from ..paths import native_file
 
-    src = native_file("gemmini/gemmini_model.c")
-    texts = [src.read_text(), native_file("gemmini/gemmini.h").read_text(), native_file("accpy_runtime.h").read_text()]
-    flags = list(cflags) + ["-DACCPY_SPLIT_UNIT", f"-I{src.parent}"]
-    return _cached_object("obj", CC, flags, src, texts, "native/gemmini/gemmini_model.c", "compiling the Gemmini model")
+    src = native_file(unit.source)
+    texts = [src.read_text()] + [native_file(h).read_text() for h in unit.headers]
+    flags = list(cflags) + list(unit.defines) + [f"-I{src.parent}"]
+    return _cached_object("obj", CC, flags, src, texts, f"native/{unit.source}", unit.what or "compiling")
 
 
 _verified_pch: set = set()  # cache entries (paths) of precompiled headers checked by this process
 
 
-def vector_header_pch(cflags: list) -> Optional[Path]:
-    """A header including <immintrin.h>, precompiled for exactly these flags (cached): compiled
-    with `-include <it>`, a kernel with vector code skips parsing the largest system header
-    (about 0.2 s of every such compile). None when the compiler cannot precompile it."""
-    key = cache_key("vector-header-pch", " ".join(cflags), compiler_identity(CC))
+def vector_header_pch(cflags: list, text: str) -> Optional[Path]:
+    """A header of C `text` (a target library's `precompiled_header`, e.g. the vector ISA's
+    system header), precompiled for exactly these flags (cached): compiled with `-include <it>`,
+    a kernel with vector code skips parsing it (about 0.2 s of every such compile). None when
+    the compiler cannot precompile it."""
+    key = cache_key("vector-header-pch", text, " ".join(cflags), compiler_identity(CC))
     final = cache_dir() / "pch" / key
     header = final / "accpy_vector.h"
     if (str(final) in _verified_pch and header.exists()) or _cache_hit(final, ["accpy_vector.h", "accpy_vector.h.gch"]):
@@ -356,7 +356,7 @@ def vector_header_pch(cflags: list) -> Optional[Path]:
         return header
     try:
         with build_directory(cache_dir() / "pch") as tmp:
-            (tmp / "accpy_vector.h").write_text("#include <immintrin.h>\n")
+            (tmp / "accpy_vector.h").write_text(text)
             _run([CC, *cflags, "-x", "c-header", str(tmp / "accpy_vector.h"), "-o", str(tmp / "accpy_vector.h.gch")],
                  "accpy_vector.h", str(tmp / "accpy_vector.h"), "precompiling")
             _publish(tmp, final)
@@ -367,23 +367,25 @@ def vector_header_pch(cflags: list) -> Optional[Path]:
 
 
 def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
-              progress=None, gemmini: bool = False) -> Library:
+              progress=None, native_units=(), precompile: Optional[str] = None) -> Library:
     """Compile C source into a shared library and a static archive (cached).
 
     `units`: the same code split into translation units (see sources.c_source), compiled
-    in parallel on all cores; `progress(done, total)` is called as units finish. `gemmini`:
-    the code calls Gemmini's intrinsics: the functional model is linked in as one more
-    (separately cached) unit.
+    in parallel on all cores; `progress(done, total)` is called as units finish.
+    `native_units`: target libraries' native files the code calls (e.g. a functional model),
+    each compiled once (cached) and linked in. `precompile`: C text to precompile and include
+    (the vector ISA's header) when the code has vector statements.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .paths import native_file
+    from ..paths import native_file
 
     cflags = base_cflags() + list(flags) + (["-fopenmp"] if openmp else [])
     extra_objs = []
-    if gemmini:
-        cflags = cflags + [f"-I{native_file('gemmini')}"]
-        extra_objs = [gemmini_model_object(BASE_CFLAGS)]
+    for unit in native_units:
+        if unit.include:
+            cflags = cflags + [f"-I{native_file(unit.include)}"]
+        extra_objs.append(native_unit_object(unit, BASE_CFLAGS))
     key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs])
     final = cache_dir() / "lib" / key
     so, ar = final / "lib.so", final / "lib.a"
@@ -401,8 +403,8 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         done = [0]
 
         pch = None
-        if "#define ACCPY_NO_VECTORS" not in texts[0] and platform.machine() in ("x86_64", "AMD64"):
-            pch = vector_header_pch(cflags)
+        if precompile is not None and "#define ACCPY_NO_VECTORS" not in texts[0]:
+            pch = vector_header_pch(cflags, precompile)
         pre = ["-include", str(pch)] if pch is not None else []
 
         def one(k):
@@ -451,7 +453,7 @@ class ProgressBar:
 def _python_module_flags() -> list:
     import sysconfig
 
-    from .paths import native_dir
+    from ..paths import native_dir
 
     return ["-fPIC", "-std=c++17", "-fvisibility=hidden", "-w", f"-I{sysconfig.get_paths()['include']}",
             f"-I{native_dir()}"]
@@ -461,7 +463,7 @@ def compile_module_core() -> tuple:
     """native/accpy_pymodule.cpp compiled (pybind11; cached). Returns (object path, its cache key)."""
     import pybind11
 
-    from .paths import native_dir
+    from ..paths import native_dir
 
     flags = ["-O2", *_python_module_flags(), f"-I{pybind11.get_include()}"]
     texts = [(native_dir() / f).read_text() for f in ("accpy_pymodule.cpp", "accpy_pymodule.h", "accpy_pyargs.hpp")]
@@ -511,7 +513,7 @@ def compile_cxx_module_standalone() -> Path:
 
     import pybind11
 
-    from .paths import native_dir
+    from ..paths import native_dir
 
     src = (native_dir() / "binder.cpp").read_text() + (native_dir() / "accpy_pyargs.hpp").read_text()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

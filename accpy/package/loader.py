@@ -1,7 +1,7 @@
 """Calling built packages from Python: `acc.load(...)` and the object `Package.build` returns."""
 from __future__ import annotations
 
-import hashlib
+import functools
 import importlib.machinery
 import importlib.util
 import tomllib
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..ir.types import ScalarType
+from ..targets.library import libraries
 from .signature import KIND_ARRAY, KIND_DIM, KIND_SCALAR, ArgInfo, position_map
 
 _BINDER = None
@@ -54,7 +55,7 @@ def stable_library_path(lib: Path, file_name: Optional[str] = None) -> Path:
     keeps a fixed file name (an extension module's), inside a directory named by content.
     """
     from .compile import copy_atomic, file_digest, log
-    from .paths import cache_dir
+    from ..paths import cache_dir
 
     check_shared_object(lib)
     full = file_digest(lib)
@@ -180,53 +181,16 @@ class BuiltPackage:
         fns = self.__dict__.get("_functions", {})
         if item in fns:
             return fns[item]
+        if not item.startswith("_"):
+            for lib in libraries():  # what a target library adds (e.g. a model's counters)
+                method = lib.runtime_methods().get(item)
+                if method is not None:
+                    return functools.partial(method, self)
         raise AttributeError(f"package {self.__dict__.get('name')!r} has no function {item!r}; "
                              f"it has {sorted(fns)}")
 
     def __getitem__(self, item):
         return self._functions[item]
-
-    # -- the Gemmini model linked into the package (one machine per loaded library) ----------------
-    def _gemmini(self):
-        import ctypes
-
-        lib = self.__dict__.get("_gemmini_lib")
-        if lib is None:
-            lib = ctypes.CDLL(self._library_path)  # the handle the kernels were loaded from
-            if not hasattr(lib, f"{self.name}_gemmini_counters"):
-                raise AttributeError(f"package {self.name!r} does not run on Gemmini (no Gemmini model inside)")
-            self.__dict__["_gemmini_lib"] = lib
-        return lib
-
-    def gemmini_counters(self) -> dict:
-        """The Gemmini model's counters since the last reset: instructions by kind (and their sum,
-        `instructions`), bytes_in / bytes_out, macs, unit cycles, cycles, calls and utilization =
-        macs / (cycles * 256) (the fixed cycle model of native/gemmini/gemmini_model.c)."""
-        import ctypes
-
-        from ..targets.gemmini_model import DIM, counter_fields
-
-        names = counter_fields()
-
-        class Counters(ctypes.Structure):
-            _fields_ = [(n, ctypes.c_uint64) for n in names]
-
-        c = Counters()
-        getattr(self._gemmini(), f"{self.name}_gemmini_counters")(ctypes.byref(c))
-        out = {n: int(getattr(c, n)) for n in names}
-        kinds = ("config_ex", "config_ld", "config_st", "mvin", "mvout", "preload", "compute_preloaded",
-                 "compute_accumulated", "fence", "flush")
-        out["instructions"] = sum(out[k] for k in kinds if k in out)
-        out["utilization"] = out["macs"] / (out["cycles"] * DIM * DIM) if out.get("cycles") else 0.0
-        return out
-
-    def gemmini_reset_counters(self) -> None:
-        """Zero the Gemmini model's counters."""
-        getattr(self._gemmini(), f"{self.name}_gemmini_reset_counters")()
-
-    def gemmini_reset(self) -> None:
-        """The Gemmini model back to power-on (memories, configuration, counters, error)."""
-        getattr(self._gemmini(), f"{self.name}_gemmini_reset")()
 
     @property
     def function_names(self) -> list:

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CompileError
+from ..targets.library import libraries
 from .compile import (CC, ProgressBar, compile_c, compile_cxx_module, copy_atomic, file_digest, output_lock,
                       remove_file, write_atomic)
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
+from ..ir.kinds import BufferRole
 from ..ir.names import check_name, check_symbol_name, reserved_reason
 from .signature import describe_arguments, function_hash
 from .sources import c_source, header, recorded_parameters
@@ -92,7 +94,7 @@ class PackageFunction:
     """One function of a package: a plan bound to an argument list, with a stable name."""
 
     def __init__(self, plan, args, base_name: str, parameters: dict, description: str = "", auxiliary=None):
-        from ..lower import argument_objects
+        from ..plan.lowering import argument_objects
 
         self.plan = plan
         self.args = tuple(args)
@@ -125,7 +127,7 @@ class PackageFunction:
                                          f"the arguments; pass it in args (or give an acc.Scalar a value to "
                                          f"make it a constant)")
                 for buf, _, _ in accesses_of(st.store):
-                    if buf.role in ("temp", "const"):
+                    if buf.role in (BufferRole.TEMP, BufferRole.CONST):
                         continue
                     if id(buf) not in given:
                         raise ValueError(f"args: the array {buf.name} is used by the logic "
@@ -142,26 +144,23 @@ class PackageFunction:
         """The scheduled function named `name` (lowered once, then reused)."""
         import dataclasses
 
-        from ..lower import lower_function
-
         if getattr(self, "_lowered", None) is None:
-            self._lowered = lower_function(self.plan, name, self.arg_objs)
+            self._lowered = self.plan.lower(name, self.arg_objs)
         return dataclasses.replace(self._lowered, name=name)
 
     def lowered_reference(self, name: str):
         """The unscheduled nest (default order, no plan): DEBUG mode's oracle."""
-        from ..lower import lower_function
         from ..plan.plan import Plan
 
         default = self.plan.schedule.default_schedule()
-        return lower_function(Plan(default, self.plan.target), name, self.arg_objs)
+        return Plan(default, self.plan.target).lower(name, self.arg_objs)
 
 
 # Attributes of a loaded package (BuiltPackage, and the Python module): a function alias
 # of the same name would be hidden behind them.
 _ATTRIBUTE_NAMES = {n: "attribute (lib." + n + ")" for n in (
-    "name", "output_dir", "files", "timings", "gemmini", "function_names", "python_module", "variants",
-    "gemmini_counters", "gemmini_reset_counters", "gemmini_reset", "Kernel")}
+    "name", "output_dir", "files", "timings", "target_libraries", "function_names", "python_module", "variants",
+    "Kernel", *(m for lib in libraries() for m in lib.runtime_methods()))}
 
 
 def check_package_name(name) -> str:
@@ -178,8 +177,8 @@ def check_package_name(name) -> str:
 def package_symbols(pkg_name: str, functions) -> dict:
     """The global C symbols a package defines besides its aliases, mapped to what each is."""
     out = {f"{pkg_name}_last_error": f"error function ({pkg_name}_last_error)"}
-    for s in ("gemmini_counters", "gemmini_reset_counters", "gemmini_reset"):
-        out[f"{pkg_name}_{s}"] = f"Gemmini model function ({pkg_name}_{s})"
+    for lib in libraries():
+        out.update(lib.package_symbols(pkg_name))
     for f in functions:
         out[f.name] = f"function {f.name}"
     return out
@@ -360,12 +359,15 @@ class Package:
             return None  # type: ignore[return-value]
         t1 = time.perf_counter()
         bar = ProgressBar(name) if units is not None and len(units) > 1 and progress else None
-        from .sources import uses_gemmini
+        from .sources import libraries_called
 
-        gemmini = uses_gemmini(fns)
-        extra = {"gemmini": True} if gemmini else {}  # (the Gemmini model: one more unit)
+        called = libraries_called(fns)
+        units_of = tuple(u for lib_ in called for u in lib_.native_units())
+        pch = next((t for t in (lib_.precompiled_header() for f in fns for lib_ in f.target.libraries)
+                    if t is not None), None)
         try:
-            lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar, **extra)
+            lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar,
+                            native_units=units_of, precompile=pch)
         except CompileError as e:
             # the failed source is kept where the compiler's messages point
             with output_lock(out, name):
@@ -425,7 +427,7 @@ class Package:
         fn_desc = [(f.name, f.base_name, f.infos, recorded_parameters(f.parameters)) for f in fns]
         # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
         built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
-        built.gemmini = gemmini
+        built.target_libraries = tuple(lib_.name for lib_ in called)
         timings["total"] = time.perf_counter() - t0
         built.timings = timings
         return built

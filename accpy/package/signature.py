@@ -9,6 +9,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Optional
 
+from ..ir.kinds import BufferRole
 from ..ir.affine import to_affine
 from ..ir.names import C_KEYWORDS, C_LIBRARY_NAMES, CXX_KEYWORDS, argument_name_problem  # noqa: F401
 from ..ir.types import ScalarType
@@ -36,7 +37,7 @@ class ArgInfo:
     @property
     def written(self) -> bool:
         """Does the function write this argument (INPUT_OUTPUT or OUTPUT)?"""
-        return self.role in ("input_output", "output")
+        return self.role in (BufferRole.INPUT_OUTPUT, BufferRole.OUTPUT)
 
     @property
     def is_array(self) -> bool:

@@ -8,21 +8,10 @@ when it ends. The lowering is accpy/lower/cache.py.
 """
 from __future__ import annotations
 
-import enum
 from typing import Optional
 
 from ..ir.types import ScalarType
-
-
-class MemorySpace(enum.Enum):
-    """Where a cache lives (`Plan.cache(location=...)`)."""
-
-    NONE = "none"          # chosen by the target (host memory / registers)
-    SHARED = "shared"      # accepted for Accera compatibility; same as NONE on a CPU
-    PRIVATE = "private"
-    GLOBAL = "global"
-    SCRATCHPAD = "scratchpad"    # Gemmini
-    ACCUMULATOR = "accumulator"  # Gemmini
+from ..targets.memory_space import MemorySpace  # noqa: F401  (re-exported: acc.MemorySpace)
 
 
 def _buffer_or_none(array):

@@ -1,8 +1,11 @@
 """`Plan`: how a schedule runs on a target. Annotations only; lowering applies them."""
 from __future__ import annotations
 
+from ..ir.kinds import LoopKind
+
 from ..errors import ScheduleError
 from ..nest.logic import Index
+from ..targets.library import has_vectors, libraries, tensor_library
 
 
 class Plan:
@@ -203,7 +206,7 @@ class Plan:
 
         self._dim_var(index)
         self._not_fusing(index, "vectorize")
-        if not self._target.has("avx2") and not self._target.has("avx512f"):
+        if not has_vectors(self._target):
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
         space = self._schedule.space
         pos = space.position(index)
@@ -220,10 +223,8 @@ class Plan:
             # after a skew, loops inside may run a number of iterations that depends on the
             # loops outside (triangles) even though the box's extents are constants: only
             # lowering tells; do it now so the error comes from this call, not the build
-            from ..lower import lower_function
-
             try:
-                lower_function(self, "vectorize_check")
+                self.lower("vectorize_check")
             except (ScheduleError, ValueError) as e:
                 if f"vectorize({index.name})" in str(e):
                     self._kinds = before
@@ -233,7 +234,7 @@ class Plan:
     def _check_vector_subtree(self, index) -> None:
         """The loops inside a vectorized loop are unrolled: constant extents, bounded copies."""
         from ..ir.expr import as_int
-        from ..lower.unroll import MAX_UNROLLED_COPIES
+        from ..ir.kinds import MAX_UNROLLED_COPIES
 
         space = self._schedule.space
         copies = 1
@@ -387,8 +388,8 @@ class Plan:
             raise TypeError(f"location: expected an acc.MemorySpace, got {location!r}")
         if location is MemorySpace.GLOBAL:
             raise ValueError("cache: a GLOBAL-memory cache is not supported")
-        if location in (MemorySpace.SCRATCHPAD, MemorySpace.ACCUMULATOR) and not self._target.has_memory(location):
-            raise ValueError(f"cache: target {self._target.name} has no {location.name} memory")
+        for lib in libraries():
+            lib.check_cache_location(self._target, location)
         if layout is not None:
             from ..nest.array import Array as _A
 
@@ -421,12 +422,11 @@ class Plan:
 
     # -- tensorize ---------------------------------------------------------------------------------
     def _tensorize(self, indices, intrinsic=None) -> None:
-        from ..targets.intrinsics import library_for
-
-        library = library_for(self._target)
+        library = tensor_library(self._target)
         if library is None:
+            with_tensor = [lib.name for lib in libraries() if lib.tensor_intrinsic(None) is not None]
             raise ValueError(f"tensorize: target {self._target.name} has no tensor instructions accpy can use "
-                             f"(Gemmini has: acc.Target(acc.Target.Model.GEMMINI))")
+                             f"(the target libraries that have some: {', '.join(with_tensor)})")
         intr = library.tensor_intrinsic(intrinsic)
         if not isinstance(indices, (tuple, list)) or len(indices) != len(intr.shape):
             raise ValueError(f"tensorize: indices must be {len(intr.shape)} indices (i, j, k) of the schedule: "
@@ -456,7 +456,7 @@ class Plan:
             if not any(a.coef(k_var) for a in part.index_map.values()):
                 continue  # no reduction loop here: e.g. a fused epilogue, matched when built
             for st in part.statements:
-                library.matmul_operands(st.store, f"tensorize: {st.describe()}")
+                library.check_tensorize(st.store, f"tensorize: {st.describe()}")
         if any(any(a is b for a, b in zip(t[0], indices)) for t in self._tensorized):
             raise ValueError("tensorize: these loops are already tensorized")
         self._tensorized.append((tuple(indices), intr))
@@ -471,7 +471,7 @@ class Plan:
         except UnresolvedParameter:
             order = "known when the parameters have values"
         parts = [f"target={self._target.name}", f"order={order}"]
-        for kind in ("unrolled", "vectorized"):
+        for kind in (LoopKind.UNROLLED, LoopKind.VECTORIZED):
             names = [ix.name for ix, k in self._kinds if k == kind]
             if names:
                 parts.append(f"{kind}=({', '.join(names)})")
@@ -517,12 +517,27 @@ class Plan:
                 out[self._dim_var(ix)] = "parallel"
         return out
 
+    def lowering_request(self, args=None):
+        """What lowering reads of this plan, as plain data (accpy/ir/request.py)."""
+        from .lowering import lowering_request
+
+        return lowering_request(self, args)
+
+    def lower(self, name: str = "kernel", args=None):
+        """The loop IR this plan lowers to: an IR `Function` named `name` (Accera-style view)."""
+        from ..lower import lower_function
+        from .lowering import record_resolved
+
+        request = self.lowering_request(args)
+        fn = lower_function(request, name)
+        record_resolved(self, request)
+        return fn
+
     def emit_c(self, name: str = "kernel", args=None) -> str:
         """The C code this plan lowers to (for reading, not for building)."""
         from ..codegen.c import emit_function
-        from ..lower import lower_function
 
-        return emit_function(lower_function(self, name, args))
+        return emit_function(self.lower(name, args))
 
 
 def _short(x) -> str:

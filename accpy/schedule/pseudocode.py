@@ -5,12 +5,13 @@ came from (`for j in range(0, 12, 3)`), so array subscripts read `C[i, j+jj]`.
 """
 from __future__ import annotations
 
-from ..ir.affine import Affine, substitute_indices
+from ..analysis.polyhedra import part_guard
+from ..ir.affine import Affine
+from ..ir.visitor import substitute_indices
 from ..ir.expr import Const, Var, idx_op
 from ..ir.printer import expr_str, stmt_lines
 from ..ir.stmt import block
 from ..ir.types import ScalarType
-from ..lower.scan import part_guard
 
 
 def _cmp_text(c: Affine, names) -> str:

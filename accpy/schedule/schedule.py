@@ -312,9 +312,10 @@ class Schedule:
         """The schedule as Python pseudo-code: guarded loops, or the lowered (unswitched) loops."""
         if unswitched:
             from ..ir.printer import stmt_str
+            from ..ir.request import LoweringRequest
             from ..lower import lower_loops
 
-            return stmt_str(lower_loops(self.space)[0])
+            return stmt_str(lower_loops(LoweringRequest(self.space, unroll_below=self.space.unroll_below())))
         from .pseudocode import space_pseudocode
 
         return space_pseudocode(self.space)

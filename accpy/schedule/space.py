@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..ir.affine import Affine, to_affine, upper_bound_constraints
-from ..ir.expr import Const, Expr, Var, ceildiv, idx_op
+from ..ir.affine import ceildiv
+from ..ir.expr import Const, Expr, Var, idx_op
 from ..ir.types import ScalarType
 
 
@@ -165,6 +166,19 @@ class IterationSpace:
         for x, a in part.index_map.items():
             out.append(a)  # 0 <= x
             out.append(part.extents[x] - a - 1)  # x <= N - 1
+        return out
+
+    def unroll_below(self) -> dict:
+        """Loop var -> threshold: the loops a split asked to run unrolled when shorter
+        (`unroll_below` attributes; both the split's outer and inner loops)."""
+        out = {}
+        for k, v in self.attrs:
+            if k == "unroll_below":
+                index, ref, threshold = v
+                for h in (index, ref):
+                    pos = self.position(h)
+                    if pos is not None:
+                        out[self.dims[pos].var] = threshold
         return out
 
     def attr(self, key, default=None):

@@ -1,5 +1,9 @@
-"""Targets: the host CPU, known CPU models and accelerators, as data (see target.py, models.py)."""
-from ..plan.cache import MemorySpace
+"""Targets: the host CPU, known CPU models and accelerators, as data (see target.py, models.py),
+and the target libraries behind one interface (library.py): the x86 vector ISA (x86.py) and
+Gemmini (gemmini/). Importing this package registers the built-in libraries."""
+from . import gemmini, x86  # noqa: F401  (each registers its library)
+from .library import TargetLibrary, libraries, register_library
+from .memory_space import MemorySpace
 from .models import Model
 from .target import Architecture, Category, Runtime, Target, host_target
 
@@ -11,4 +15,5 @@ Target.MemorySpace = MemorySpace  # type: ignore[attr-defined]
 # `acc.Target.HOST`: this machine, read once at import
 Target.HOST = host_target()  # type: ignore[attr-defined]
 
-__all__ = ["Architecture", "Category", "MemorySpace", "Model", "Runtime", "Target", "host_target"]
+__all__ = ["Architecture", "Category", "MemorySpace", "Model", "Runtime", "Target", "TargetLibrary", "host_target",
+           "libraries", "register_library"]

@@ -22,7 +22,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from .target import Architecture, Category, Runtime, _key, normalize_extensions
+from .features import Architecture, Category, Runtime, _key, normalize_extensions
 
 KiB, MiB = 1 << 10, 1 << 20
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..ir.types import ScalarType
+from .library import TargetLibrary, register_library
 
 F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, ScalarType.int64
 
@@ -247,9 +248,35 @@ def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
     return None
 
 
-def isa_by_shape(dtype: ScalarType, lanes: int) -> VectorISA:
-    """The vector shape of `lanes` x `dtype` (operand-only shapes included)."""
-    for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()):
-        if isa.dtype is dtype and isa.lanes == lanes:
-            return isa
-    raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")
+
+
+class X86VectorLibrary(TargetLibrary):
+    """The x86 vector ISA (AVX2, AVX-512) behind the target interface: what `vectorize` emits."""
+
+    name = "x86 vector"
+
+    def applies_to(self, target) -> bool:
+        return target.has("avx2") or target.has("avx512f")
+
+    def vector_shape(self, target, dtype: ScalarType) -> Optional[VectorISA]:
+        return vector_isa_for(target, dtype)
+
+    def vector_shape_of(self, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
+        for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()):
+            if isa.dtype is dtype and isa.lanes == lanes:
+                return isa
+        return None
+
+    def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
+        if op == "madd16":  # VPMADDWD on zmm registers: AVX512BW
+            return (dtype is I32 and target.has("avx512bw") and target.has("avx512f")
+                    and target.vector_bytes >= 64)
+        isa = vector_isa_for(target, dtype)
+        return isa is not None and isa.template(op) is not None
+
+    def precompiled_header(self) -> Optional[str]:
+        # <immintrin.h> is the largest header a kernel includes (about 0.2 s of every compile)
+        return "#include <immintrin.h>\n"
+
+
+X86_VECTOR = register_library(X86VectorLibrary())

@@ -150,7 +150,7 @@ class Runner:
 def load_artifact(artifact: dict):
     """The artifact's package, loaded (files written into the build cache once)."""
     from ..package.loader import load
-    from ..package.paths import cache_dir
+    from ..paths import cache_dir
 
     d = cache_dir() / "tune" / "loaded" / artifact["key"]
     hat = d / f"{artifact['name']}.hat"

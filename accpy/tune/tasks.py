@@ -120,7 +120,7 @@ def build_variant(payload, index: int, key: str, want_reference: bool) -> dict:
 def build_problem_variant(problem: tuple, index: int, key: str, want_reference: bool) -> dict:
     """Build variant `index` of `problem` (source, args, grid); returns its artifacts or the error as a record."""
     from ..package.package import Package
-    from ..package.paths import cache_dir
+    from ..paths import cache_dir
 
     t0 = time.perf_counter()
     rec = {"key": key, **where()}

@@ -1,0 +1,62 @@
+"""What a plan asks lowering to do, as plain data: the iteration space, loop kinds, caches with
+resolved levels and IR buffers, tensorize requests and the target. `Plan.lowering_request`
+builds it; accpy/lower reads nothing else of the front end."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .expr import Buffer, Var
+from .types import ScalarType
+
+
+@dataclass
+class CacheRequest:
+    """One `plan.cache(...)`: `key` is its position in the plan; `outer` the key of the cache it
+    copies from (None: it copies `source`, an array); `level` None for a budget cache
+    (`max_elements`), whose level lowering picks (and records in `resolved_level`)."""
+
+    key: int
+    source: Optional[Buffer]
+    outer: Optional[int]
+    array_name: str
+    level: Optional[int]
+    trigger_level: Optional[int]
+    max_elements: Optional[int]
+    layout_last: Optional[bool]  # None: the source's own order
+    element_type: Optional[ScalarType]
+    thrifty: bool
+    memory: Optional[str]  # a target library's Memory name, or None: host memory
+    deferred: bool  # a CONST source stored packed in this cache's layout
+    resolved_level: Optional[int] = None  # a budget cache's level, once lowering picked it
+
+    @property
+    def budget(self) -> bool:
+        """Placed by an element budget (`max_elements`) rather than an index or level."""
+        return self.max_elements is not None
+
+    @property
+    def placed_level(self) -> Optional[int]:
+        """The level the cache sits at (None: a budget cache not placed yet)."""
+        return self.level if self.level is not None else self.resolved_level
+
+
+@dataclass
+class LoweringRequest:
+    """Everything lowering reads. `space`: the schedule's IterationSpace; `kinds`: loop var ->
+    LoopKind; `unroll_below`: loop var -> threshold (a split's tail loops run unrolled when
+    shorter); `tensorize`: ((i, j, k) loop vars, description) per request; `parallel`:
+    (policy, threads) or None; `args`: the function's IR arguments (None: in first-use order)."""
+
+    space: Any
+    target: Any = None
+    kinds: dict = field(default_factory=dict)
+    unroll_below: dict = field(default_factory=dict)
+    caches: tuple = ()
+    tensorize: tuple = ()
+    parallel: Optional[tuple] = None
+    args: Optional[tuple] = None
+
+    def loop_var(self, level: int) -> Var:
+        """The loop var of the key-slice at `level` (1: the innermost loop)."""
+        return self.space.dims[len(self.space.dims) - level].var

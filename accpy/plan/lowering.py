@@ -1,0 +1,74 @@
+"""A plan as the plain data lowering reads (accpy/ir/request.py): loop kinds, caches with their
+levels and IR buffers, tensorize requests, the function's IR arguments."""
+from __future__ import annotations
+
+from ..ir.expr import Buffer, Var
+from ..ir.kinds import LoopKind
+from ..ir.request import CacheRequest, LoweringRequest
+from ..nest.array import Array, ArrayView, Dimension, OutputDimension, Scalar
+
+
+def argument_objects(args) -> tuple:
+    """Array / Dimension / Scalar arguments as IR buffers and vars."""
+    out = []
+    for a in args:
+        if isinstance(a, ArrayView):
+            raise ValueError(f"args: {a!r} is a view; pass the array it views ({a.root.name}) as the argument")
+        if isinstance(a, OutputDimension):
+            out.append(a.array.buffer)
+        elif isinstance(a, Array):
+            out.append(a.buffer)
+        elif isinstance(a, (Dimension, Scalar)):
+            out.append(a.var)
+        elif isinstance(a, (Buffer, Var)):
+            out.append(a)
+        else:
+            raise TypeError(f"args: expected acc.Array, acc.Dimension or acc.Scalar, got {type(a).__name__}")
+    return tuple(out)
+
+
+def _memory(location):
+    v = getattr(location, "value", None)
+    return v if isinstance(v, str) and v not in ("none", "shared", "private", "global") else None
+
+
+def cache_requests(plan) -> tuple:
+    """The plan's caches as CacheRequests (keys: positions in the plan)."""
+    caches = list(plan.caches)
+    key = {id(c): k for k, c in enumerate(caches)}
+    out = []
+    for k, c in enumerate(caches):
+        outer = None if isinstance(c.source, Array) else key[id(c.source)]
+        level = c.level if not c.budget else None
+        resolved = getattr(c, "_resolved", None) if c.budget else None
+        out.append(CacheRequest(
+            key=k, source=c.source_buffer if outer is None else None, outer=outer, array_name=c.array.name,
+            level=level, trigger_level=c.trigger_level, max_elements=c.max_elements,
+            layout_last=None if c.layout is None else c.layout is Array.Layout.LAST_MAJOR,
+            element_type=c.element_type, thrifty=bool(c.thrifty), memory=_memory(c.location),
+            deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved))
+    return tuple(out)
+
+
+def lowering_request(plan, args=None) -> LoweringRequest:
+    """What lowering needs of `plan` (with `args`, the function's arguments, or None)."""
+    space = plan.schedule.space
+    kinds = {v: LoopKind(k) for v, k in plan.loop_annotations().items()}
+    parallel = None
+    if plan.parallel is not None:
+        _, policy, threads = plan.parallel
+        parallel = (policy, threads)
+    return LoweringRequest(space=space, target=plan.target, kinds=kinds, unroll_below=space.unroll_below(),
+                           caches=cache_requests(plan), tensorize=tuple(plan.tensorize_requests()),
+                           parallel=parallel, args=argument_objects(args) if args is not None else None)
+
+
+def record_resolved(plan, request: LoweringRequest) -> None:
+    """Budget caches keep the level lowering picked (their `index` and `level` show it)."""
+    space = plan.schedule.space
+    n = len(space.dims)
+    for c, r in zip(plan.caches, request.caches):
+        if c.budget and r.resolved_level is not None:
+            c._resolved = r.resolved_level
+            c.index = space.dims[n - r.resolved_level].index
+            c.level = r.resolved_level

@@ -1,0 +1,145 @@
+"""Instruction-set features by their /proc/cpuinfo names, the enums of a target (category,
+architecture, runtime), and how names users give map onto them (see target.py)."""
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+
+
+class Category(enum.Enum):
+    """The kind of device: CPU, or an ACCELERATOR such as Gemmini."""
+
+    CPU = "CPU"
+    ACCELERATOR = "ACCELERATOR"
+
+
+class Architecture(enum.Enum):
+    """The instruction-set architecture of a target (HOST: this machine's)."""
+
+    HOST = "HOST"
+    X86 = "X86"
+    X86_64 = "X86_64"
+    ARM = "ARM"
+    AARCH64 = "AARCH64"
+    RISCV64 = "RISCV64"
+
+
+class Runtime(enum.Enum):
+    """How parallel loops run: OPENMP threads, or NONE."""
+
+    NONE = "NONE"
+    DEFAULT = "DEFAULT"
+    OPENMP = "OPENMP"
+
+
+# -- instruction-set features ---------------------------------------------------------------
+# (feature, gcc option, name in __builtin_cpu_supports() and __attribute__((target)),
+#  features GCC's option implies). Order: the canonical order of `Target.extensions`.
+# mmx/sse/sse2 are the x86-64 baseline: kept in `extensions`, never required or checked.
+_FEATURES = [
+    ("mmx", "-mmmx", "mmx", ()),
+    ("sse", "-msse", "sse", ()),
+    ("sse2", "-msse2", "sse2", ("sse",)),
+    ("sse3", "-msse3", "sse3", ("sse2",)),
+    ("ssse3", "-mssse3", "ssse3", ("sse3",)),
+    ("sse4_1", "-msse4.1", "sse4.1", ("ssse3",)),
+    ("sse4_2", "-msse4.2", "sse4.2", ("sse4_1",)),
+    ("avx", "-mavx", "avx", ("sse4_2",)),
+    ("avx2", "-mavx2", "avx2", ("avx",)),
+    ("fma", "-mfma", "fma", ("avx",)),
+    ("f16c", "-mf16c", "f16c", ("avx",)),
+    ("avx512f", "-mavx512f", "avx512f", ("avx2", "fma", "f16c")),
+    ("avx512cd", "-mavx512cd", "avx512cd", ("avx512f",)),
+    ("avx512bw", "-mavx512bw", "avx512bw", ("avx512f",)),
+    ("avx512dq", "-mavx512dq", "avx512dq", ("avx512f",)),
+    ("avx512vl", "-mavx512vl", "avx512vl", ("avx512f",)),
+    ("avx512_vnni", "-mavx512vnni", "avx512vnni", ("avx512f",)),
+    ("avx512_bf16", "-mavx512bf16", "avx512bf16", ("avx512bw",)),
+    ("avx512_fp16", "-mavx512fp16", "avx512fp16", ("avx512bw",)),
+    ("amx_tile", "-mamx-tile", "amx-tile", ()),
+    ("amx_int8", "-mamx-int8", "amx-int8", ("amx_tile",)),
+    ("amx_bf16", "-mamx-bf16", "amx-bf16", ("amx_tile",)),
+]
+FEATURES = tuple(f for f, _, _, _ in _FEATURES)
+_BASELINE = frozenset({"mmx", "sse", "sse2"})
+_ORDER = {f: k for k, f in enumerate(FEATURES)}
+_GCC_OPTION = {f: opt for f, opt, _, _ in _FEATURES}
+_IMPLIES = {f: imp for f, _, _, imp in _FEATURES}
+# what __builtin_cpu_supports() and __attribute__((target(...))) call them
+BUILTIN_NAMES = {f: b for f, _, b, _ in _FEATURES if f not in _BASELINE}
+# cpuinfo calls SSE3 "pni" (Prescott New Instructions)
+_CPUINFO_NAMES = {"pni": "sse3"}
+
+
+def _key(name: str) -> str:
+    """A name as a lookup key: upper case, runs of anything but letters and digits -> "_"."""
+    s = str(name).upper().replace("(R)", " ").replace("(TM)", " ").replace("+", "PLUS")
+    return "_".join(t for t in re.split(r"[^A-Z0-9]+", s) if t)
+
+
+# names users may give in `extensions` (keys as _key() makes them) -> features
+_NAMES = {_key(f): (f,) for f in FEATURES}
+_NAMES.update({_key(b): (f,) for f, b in BUILTIN_NAMES.items()})  # "avx512vnni", "sse4.1", "amx-tile"
+_NAMES.update({
+    "PNI": ("sse3",), "SSE4": ("sse4_1", "sse4_2"), "FMA3": ("fma",),
+    "AVX2": ("avx2", "fma"),  # see the module docstring
+    "AVX512": ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"),  # Accera: skylake-avx512
+    "AVX512VNNI": ("avx512_vnni",), "AVX512BF16": ("avx512_bf16",), "AVX512FP16": ("avx512_fp16",),
+    "VNNI": ("avx512_vnni",), "AMX": ("amx_tile",), "AMXTILE": ("amx_tile",), "AMXINT8": ("amx_int8",),
+    "AMXBF16": ("amx_bf16",),
+})
+# `has()`: one feature per name (has("AVX512") asks for AVX-512 F, has("AVX2") for AVX2)
+_HAS = {k: v[0] for k, v in _NAMES.items()}
+_HAS.update({"AVX512": "avx512f", "AVX2": "avx2", "SSE4": "sse4_2"})
+
+
+def _feature_closure(features) -> set:
+    out, todo = set(), list(features)
+    while todo:
+        f = todo.pop()
+        if f not in out:
+            out.add(f)
+            todo.extend(_IMPLIES[f])
+    return out
+
+
+def _sorted_features(features) -> tuple:
+    return tuple(sorted(set(features), key=_ORDER.__getitem__))
+
+
+def normalize_extensions(extensions) -> tuple:
+    """User-given extension names (Accera's or cpuinfo's) -> canonical, closed under implication."""
+    if extensions is None:
+        return ()
+    if isinstance(extensions, str):
+        extensions = [extensions]
+    got = []
+    for e in extensions:
+        if not isinstance(e, str):
+            raise TypeError(f"extensions: expected names such as 'AVX2' or 'avx512f', got {e!r}")
+        k = _key(e)
+        if k not in _NAMES:
+            close = difflib.get_close_matches(k, list(_NAMES), n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"extensions: unknown instruction-set extension {e!r}{hint}; "
+                             f"known: {', '.join(FEATURES)}")
+        got.extend(_NAMES[k])
+    return _sorted_features(_feature_closure(got))
+
+
+def widest_vector(extensions) -> tuple:
+    """(vector_bytes, vector_registers) of the widest SIMD registers the extensions give."""
+    ext = set(extensions)
+    if "avx512f" in ext:
+        return 64, 32  # zmm0-31
+    if "avx" in ext:
+        return 32, 16  # ymm0-15
+    if "sse" in ext:
+        return 16, 16  # xmm0-15
+    return 0, 0
+
+
+def _kib(n_bytes: int):
+    """Bytes -> KiB (an int when whole, as every real cache is)."""
+    return n_bytes // 1024 if n_bytes % 1024 == 0 else n_bytes / 1024

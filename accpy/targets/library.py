@@ -1,0 +1,282 @@
+"""The target interface: everything `lower/`, `codegen/`, `plan/` and `package/` know of a target.
+
+A target library describes one piece of hardware as data plus a few hooks, in six groups:
+
+* memories and intrinsics (`memories`, `intrinsics`): a `Memory` says how big a target memory is
+  and whether host code may touch it; an `Intrinsic` is a C template plus a reference body
+  (numpy), and may write or read *configuration state* (hoisted by lower/config.py);
+* the vector ISA `vectorize` emits (`vector_shape`, `vector_shape_of`, `supports_vector_op`);
+* tensor instructions (`tensor_intrinsic`, `check_tensorize`, and the hooks the generic passes
+  lower/target_memory.py and lower/tensorize.py call: `place`, `copy_in`, `copy_out`,
+  `match_tile`, `match_prologue`, `match_epilogue`, `tile_calls`);
+* lowering passes of its own (`lowering_passes`: e.g. the call bracket around a kernel),
+  inserted after a named generic pass;
+* plan-time checks (`check_cache_location`);
+* packaging: native units linked into a package that calls the library (`native_units`), C
+  symbols it exports there (`package_exports`, `package_symbols`) and methods a loaded package
+  gains (`runtime_methods`, e.g. a model's counters).
+
+A library is registered once (`register_library`); `Target.libraries` lists those that apply to
+a target (`applies_to`). Every hook has a default meaning "this library does not do that", so a
+library implements only its groups. accpy's libraries: the x86 vector ISA (targets/x86.py) and
+Gemmini (targets/gemmini/). Adding a target: README "Adding a target".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..ir.types import ScalarType
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A target memory: `rows` rows of `row_elems` elements of `dtype` (addresses count rows)."""
+
+    name: str  # the acc.MemorySpace value it implements (e.g. "scratchpad")
+    rows: int
+    row_elems: int
+    dtype: ScalarType
+    readable: bool = False  # CPU code may load/store it directly
+    description: str = ""
+    owner: str = ""  # the hardware it belongs to, for messages ("Gemmini")
+
+    @property
+    def bytes(self) -> int:
+        """Size of the memory in bytes."""
+        return self.rows * self.row_elems * self.dtype.bits // 8
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    """One instruction: its parameters, C template, numpy reference body and effects.
+
+    The loop IR calls it as `Evaluate(Call(name, args))`; the C emitter fills `template` with the
+    arguments (`{name}` per parameter; a *pointer* parameter given as a `Load` is emitted as the
+    element's address, a constant 0 as NULL). `config` names the configuration state a call
+    writes (a format string over the parameters, e.g. "ld{id}")."""
+
+    name: str
+    params: tuple
+    template: str
+    reference: Optional[Callable] = field(default=None, compare=False)
+    pointer_params: tuple = ()
+    config: Optional[str] = None  # configuration state written (format string over params)
+    uses_config: tuple = ()  # configuration states read
+    header: str = ""  # what the C needs (#include)
+    doc: str = ""
+
+    def config_state(self, args) -> Optional[str]:
+        """The configuration state a call with `args` writes (None: not a config write)."""
+        if self.config is None:
+            return None
+        from ..ir.expr import as_int
+
+        vals = {}
+        for p, a in zip(self.params, args):
+            v = as_int(a)
+            vals[p] = v if v is not None else "?"
+        return self.config.format(**vals)
+
+    def c_call(self, arg_texts: dict) -> str:
+        """The C text of one call, the template filled with the arguments' C texts."""
+        return self.template.format(**arg_texts)
+
+
+@dataclass(frozen=True)
+class NativeUnit:
+    """A C file of native/ compiled into every package that calls the library (e.g. a
+    functional model): `source` and `headers` relative to native/, `include` the directory
+    (relative to native/) kernels need on their include path, `defines` extra -D flags."""
+
+    source: str
+    headers: tuple = ()
+    include: str = ""
+    defines: tuple = ()
+    what: str = ""  # shown while compiling
+
+
+@dataclass(frozen=True)
+class LibraryPass:
+    """A lowering pass a library adds: `run(stmt) -> stmt`, placed right after the generic pass
+    called `after` (see lower/pipeline.py), run only for functions that use the library."""
+
+    name: str
+    after: str
+    run: Callable
+
+
+class TargetLibrary:
+    """Base of every target library; each hook's default says "not this library's business"."""
+
+    name: str = ""
+    memories: tuple = ()  # Memory
+    intrinsics: tuple = ()  # Intrinsic
+
+    def applies_to(self, target) -> bool:
+        """Whether code for `target` may use this library."""
+        return False
+
+    # -- vector ISA ----------------------------------------------------------------------------------
+    def vector_shape(self, target, dtype: ScalarType):
+        """The widest vector register shape (an object with `name`, `dtype`, `lanes`, `ctype`,
+        `template(op)`) `target` offers for `dtype`, or None."""
+        return None
+
+    def vector_shape_of(self, dtype: ScalarType, lanes: int):
+        """The shape of `lanes` x `dtype` (operand-only shapes included) for codegen, or None."""
+        return None
+
+    def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
+        """Whether `target` has the vector operation `op` (e.g. "madd16") on `dtype` lanes."""
+        return False
+
+    def precompiled_header(self) -> Optional[str]:
+        """C text worth precompiling for kernels with vector code (e.g. a large system header)."""
+        return None
+
+    # -- tensor instructions -------------------------------------------------------------------------
+    def tensor_intrinsic(self, spec):
+        """`Plan.tensorize`'s `intrinsic` argument resolved (an object with `name` and `shape`),
+        or None when this library has no tensor instructions; ValueError for an unknown one."""
+        return None
+
+    def check_tensorize(self, store, what: str) -> None:
+        """ValueError unless the statement `store` of a tensorized part can become tiles."""
+
+    # the hooks of the generic passes lower/target_memory.py and lower/tensorize.py
+    def place(self, buffers, describe) -> dict:
+        """Addresses of the caches in this library's memories: {buffer: layout}."""
+        raise NotImplementedError(f"{self.name} has no memories")
+
+    def copy_in(self, layout, source, origin, extents, what: str):
+        raise NotImplementedError(f"{self.name} has no memories")
+
+    def copy_out(self, layout, dest, origin, extents, what: str):
+        raise NotImplementedError(f"{self.name} has no memories")
+
+    def match_tile(self, loops, store, roles, layouts, what: str):
+        raise NotImplementedError(f"{self.name} has no tensor instructions")
+
+    def match_prologue(self, loops, store, roles, layouts, what: str):
+        return None
+
+    def match_epilogue(self, loops, store, roles, layouts, what: str):
+        return None
+
+    def tile_calls(self, tile, first_iteration=None):
+        raise NotImplementedError(f"{self.name} has no tensor instructions")
+
+    def unmatched(self, store, what: str) -> str:
+        """The message for a statement that reads this library's memory but matched nothing."""
+        return f"{what}: the statement into {store.buffer.name} uses {self.name}'s memory in a way it cannot do"
+
+    # -- lowering --------------------------------------------------------------------------------------
+    def lowering_passes(self) -> tuple:
+        """Passes of this library (LibraryPass), run for functions that use its memories or tensor
+        instructions."""
+        return ()
+
+    # -- plan checks -----------------------------------------------------------------------------------
+    def check_cache_location(self, target, location) -> None:
+        """ValueError when `plan.cache(location=...)` names one of this library's memories that
+        `target` lacks."""
+
+    # -- packaging -------------------------------------------------------------------------------------
+    def native_units(self) -> tuple:
+        """NativeUnit files linked into a package that calls this library's intrinsics."""
+        return ()
+
+    def package_exports(self, pkg: str) -> str:
+        """C definitions added to such a package (e.g. accessors of a model's counters)."""
+        return ""
+
+    def package_symbols(self, pkg: str) -> dict:
+        """The global C symbols `package_exports` defines: {symbol: what it is}."""
+        return {}
+
+    def runtime_methods(self) -> dict:
+        """Methods a loaded package gains: {name: function(loaded package) -> result}."""
+        return {}
+
+
+# -- the registry --------------------------------------------------------------------------------------
+_LIBRARIES: list = []
+_INTRINSICS: dict = {}
+_MEMORIES: dict = {}
+_OWNER: dict = {}  # intrinsic name -> library
+
+
+def register_library(lib: TargetLibrary) -> TargetLibrary:
+    """Make a library, its memories and intrinsics known to lowering, codegen and packaging."""
+    if not isinstance(lib, TargetLibrary):
+        raise TypeError(f"register_library: expected a TargetLibrary, got {lib!r}")
+    if lib not in _LIBRARIES:
+        _LIBRARIES.append(lib)
+    for m in lib.memories:
+        _MEMORIES[m.name] = m
+    for it in lib.intrinsics:
+        _INTRINSICS[it.name] = it
+        _OWNER[it.name] = lib
+    return lib
+
+
+def libraries() -> tuple:
+    """Every registered library (the built-in ones register when accpy.targets is imported)."""
+    return tuple(_LIBRARIES)
+
+
+def libraries_for(target) -> tuple:
+    """The libraries code for `target` may use, in registration order."""
+    return tuple(lib for lib in _LIBRARIES if target is not None and lib.applies_to(target))
+
+
+def intrinsic(name: str) -> Optional[Intrinsic]:
+    """The registered intrinsic called `name`, or None."""
+    return _INTRINSICS.get(name)
+
+
+def library_of(name: str) -> Optional[TargetLibrary]:
+    """The library that registered the intrinsic called `name`, or None."""
+    return _OWNER.get(name)
+
+
+def memory(name: str) -> Optional[Memory]:
+    """The registered memory `name` (e.g. "scratchpad"), or None (host memory)."""
+    return _MEMORIES.get(name)
+
+
+def tensor_library(target) -> Optional[TargetLibrary]:
+    """The library whose tensor instructions `plan.tensorize` uses on `target`, or None."""
+    for lib in libraries_for(target):
+        if lib.tensor_intrinsic(None) is not None:
+            return lib
+    return None
+
+
+def vector_shape(target, dtype: ScalarType):
+    """The widest vector shape any of `target`'s libraries offers for `dtype`, or None."""
+    for lib in libraries_for(target):
+        s = lib.vector_shape(target, dtype)
+        if s is not None:
+            return s
+    return None
+
+
+def has_vectors(target) -> bool:
+    """Whether `target` has a vector ISA `vectorize` can emit (for some element type)."""
+    return any(vector_shape(target, t) is not None for t in (ScalarType.float32, ScalarType.int32))
+
+
+def supports_vector_op(target, dtype: ScalarType, op: str) -> bool:
+    """Whether one of `target`'s libraries has the vector operation `op` on `dtype`."""
+    return any(lib.supports_vector_op(target, dtype, op) for lib in libraries_for(target))
+
+
+def vector_shape_of(dtype: ScalarType, lanes: int):
+    """The registered vector shape of `lanes` x `dtype` (codegen's lookup); KeyError if none."""
+    for lib in _LIBRARIES:
+        s = lib.vector_shape_of(dtype, lanes)
+        if s is not None:
+            return s
+    raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")

@@ -1,0 +1,189 @@
+"""The architecture of DESIGN.md, checked on the source: accpy's import graph (read with `ast`,
+imports inside functions included) has no cycle and no import across the layers; the
+target-neutral folders name no target; no module is over 600 lines."""
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "accpy"
+
+# folder -> the folders it may import (besides itself and the leaf modules accpy.errors, accpy.paths)
+LAYERS = {
+    "ir": set(),
+    "nest": {"ir"},
+    "analysis": {"ir"},
+    "targets": {"ir"},
+    "schedule": {"nest", "ir", "analysis"},
+    "plan": {"schedule", "targets", "analysis", "nest", "ir"},
+    "lower": {"ir", "analysis", "targets"},
+    "codegen": {"ir", "targets"},
+    "package": {"nest", "schedule", "plan", "targets", "analysis", "lower", "codegen", "ir"},
+}
+LAYERS["testing"] = LAYERS["package"] | {"package"}
+LAYERS["tune"] = LAYERS["testing"] | {"testing"}
+LEAVES = {"accpy.errors", "accpy.paths", "accpy._binder"}
+
+# Accera's facade methods import upward, inside the method (README, "Architecture"):
+# (module, function, imported module)
+FACADES = {
+    ("accpy.nest.nest", "create_schedule", "accpy.schedule.schedule"),
+    ("accpy.nest.nest", "create_plan", "accpy.plan.plan"),
+    ("accpy.schedule.schedule", "create_plan", "accpy.plan.plan"),
+    ("accpy.schedule.schedule", "to_python", "accpy.lower"),
+    ("accpy.plan.plan", "emit_c", "accpy.lower"),
+    ("accpy.plan.plan", "emit_c", "accpy.codegen.c"),
+    ("accpy.plan.plan", "emit_c", "accpy.package.lowering"),
+}
+
+NEUTRAL = ("lower", "codegen", "plan", "package")
+TARGET_WORDS = ("gemmini", "avx", "x86", "scratchpad", "accumulator", "amx", "_mm512", "_mm256", "immintrin",
+                "mvin", "mvout", "preload")
+MAX_LINES = 600
+
+
+def _modules() -> dict:
+    out = {}
+    for p in ROOT.rglob("*.py"):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _imports(mods: dict) -> list:
+    """(importer, imported, line, enclosing function) for every import of an accpy module."""
+    known = set(mods) | LEAVES
+    out = []
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        tree = ast.parse(p.read_text())
+
+        def visit(node, fn):
+            for child in ast.iter_child_nodes(node):
+                f = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+                if isinstance(child, ast.ImportFrom):
+                    if child.level:
+                        base = pkg.split(".")[:len(pkg.split(".")) - child.level + 1]
+                        tgt = ".".join(base + ([child.module] if child.module else []))
+                    else:
+                        tgt = child.module or ""
+                    for a in child.names:
+                        sub = f"{tgt}.{a.name}"
+                        dest = sub if sub in known else tgt
+                        if dest in known and dest != m:
+                            out.append((m, dest, child.lineno, f))
+                elif isinstance(child, ast.Import):
+                    for a in child.names:
+                        if a.name in known and a.name != m:
+                            out.append((m, a.name, child.lineno, f))
+                visit(child, f)
+
+        visit(tree, None)
+    return out
+
+
+def _layer(m: str) -> str:
+    parts = m.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_no_import_cycles():
+    mods = _modules()
+    graph: dict = {m: set() for m in mods}
+    for a, b, _, _ in _imports(mods):
+        if b in graph:
+            graph[a].add(b)
+    # Tarjan's strongly connected components
+    index, low, stack, on, cycles, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    import sys
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_imports_follow_the_layers():
+    bad = []
+    for a, b, line, fn in _imports(_modules()):
+        la, lb = _layer(a), _layer(b)
+        if la not in LAYERS or lb == la or b in LEAVES:
+            continue
+        if lb not in LAYERS[la] and (a, fn, b) not in FACADES:
+            bad.append(f"{a}:{line} ({fn or 'module level'}) imports {b}")
+    assert not bad, "imports against DESIGN.md's layers:\n" + "\n".join(bad)
+
+
+def _code_tokens(path: Path):
+    """(line, text) of the names and string literals of a module, docstrings and comments left out."""
+    src = path.read_text()
+    docstrings = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                docstrings.add(body[0].lineno)
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type in (tokenize.NAME, tokenize.STRING) or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+            if tok.type == tokenize.STRING and tok.start[0] in docstrings:
+                continue
+            yield tok.start[0], tok.string
+
+
+@pytest.mark.parametrize("folder", NEUTRAL)
+def test_neutral_folders_name_no_target(folder):
+    bad = []
+    for p in sorted((ROOT / folder).rglob("*.py")):
+        for line, text in _code_tokens(p):
+            low = text.lower()
+            for w in TARGET_WORDS:
+                if w in low:
+                    bad.append(f"{p.relative_to(ROOT.parent)}:{line}: {w!r} in {text[:60]!r}")
+    assert not bad, "target names in target-neutral code (put them in a target library):\n" + "\n".join(bad)
+
+
+def test_modules_are_small():
+    big = [f"{p.relative_to(ROOT.parent)}: {n} lines" for p in sorted(ROOT.rglob("*.py"))
+           if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert not big, f"modules over {MAX_LINES} lines (split them by concept):\n" + "\n".join(big)
+
+
+def test_the_checks_see_the_code():
+    """The graph is read (a broken reader would pass every check above vacuously)."""
+    mods = _modules()
+    edges = {(a, b) for a, b, _, _ in _imports(mods)}
+    assert len(mods) > 60 and len(edges) > 150
+    assert ("accpy.lower.vectorize", "accpy.targets.library") in edges
+    assert any(w in t.lower() for _, t in _code_tokens(ROOT / "targets" / "gemmini" / "__init__.py")
+               for w in ("gemmini",))
