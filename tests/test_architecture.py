@@ -31,13 +31,13 @@ LEAVES = {"accpy.errors", "accpy.paths", "accpy._binder"}
 # Accera's facade methods import upward, inside the method (README, "Architecture"):
 # (module, function, imported module)
 FACADES = {
-    ("accpy.nest.nest", "create_schedule", "accpy.schedule.schedule"),
-    ("accpy.nest.nest", "create_plan", "accpy.plan.plan"),
-    ("accpy.schedule.schedule", "create_plan", "accpy.plan.plan"),
-    ("accpy.schedule.schedule", "to_python", "accpy.lower"),
-    ("accpy.plan.plan", "emit_c", "accpy.lower"),
-    ("accpy.plan.plan", "emit_c", "accpy.codegen.c"),
-    ("accpy.plan.plan", "emit_c", "accpy.package.lowering"),
+    ("accpy.nest.nest", "create_schedule", "accpy.schedule.schedule"),  # nest.create_schedule()
+    ("accpy.nest.nest", "create_plan", "accpy.plan.plan"),  # nest.create_plan()
+    ("accpy.nest.nest", "_capture", "accpy.analysis.logic_check"),  # @nest.iteration_logic proves bounds
+    ("accpy.schedule.schedule", "create_plan", "accpy.plan.plan"),  # schedule.create_plan()
+    ("accpy.schedule.schedule", "to_python", "accpy.lower"),  # schedule.to_python(unswitched=True)
+    ("accpy.plan.plan", "lower", "accpy.lower"),  # plan.lower(): the loop IR (vectorize's check uses it)
+    ("accpy.plan.plan", "emit_c", "accpy.codegen.c"),  # plan.emit_c()
 }
 
 NEUTRAL = ("lower", "codegen", "plan", "package")

@@ -334,7 +334,8 @@ def test_nested_runtime_splits_unswitch_without_guards(tmp_path):
 def test_floor_form_loop_bounds_are_exact():
     """lower/upper_bound_constraints of floor(Y/d) + R forms agree with direct evaluation."""
     from accpy.ir.affine import lower_bound_constraints, upper_bound_constraints
-    from accpy.ir.expr import BinOp, Const, Var, ceildiv, idx_op
+    from accpy.ir.affine import ceildiv
+    from accpy.ir.expr import BinOp, Const, Var, idx_op
 
     N, v = Var("N"), Var("v")
     ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,

@@ -150,21 +150,27 @@ class TargetLibrary:
         raise NotImplementedError(f"{self.name} has no memories")
 
     def copy_in(self, layout, source, origin, extents, what: str):
+        """The transfers filling the block at `layout` from `source` (None: zeros) at `origin`."""
         raise NotImplementedError(f"{self.name} has no memories")
 
     def copy_out(self, layout, dest, origin, extents, what: str):
+        """The transfers writing the block at `layout` back to `dest` at `origin`."""
         raise NotImplementedError(f"{self.name} has no memories")
 
     def match_tile(self, loops, store, roles, layouts, what: str):
+        """The tile a tensorized statement (a reduction into this library's memory) becomes."""
         raise NotImplementedError(f"{self.name} has no tensor instructions")
 
     def match_prologue(self, loops, store, roles, layouts, what: str):
+        """The statements a prologue (e.g. a bias loaded into an accumulator) becomes, or None."""
         return None
 
     def match_epilogue(self, loops, store, roles, layouts, what: str):
+        """The statements an epilogue (reading this library's memory out) becomes, or None."""
         return None
 
     def tile_calls(self, tile, first_iteration=None):
+        """The intrinsic calls of a matched tile (`first_iteration`: when to load its weights)."""
         raise NotImplementedError(f"{self.name} has no tensor instructions")
 
     def unmatched(self, store, what: str) -> str:

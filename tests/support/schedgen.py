@@ -1218,7 +1218,7 @@ def legitimate_rejection(error_text: str, spec: Optional[NestSpec] = None) -> Op
 
 def _accesses_in_schedule(state) -> list:
     """(buffer, subscripts over schedule dim vars, is_store) of every access of every statement."""
-    from accpy.ir.affine import substitute_indices
+    from accpy.ir.visitor import substitute_indices
     from accpy.ir.visitor import Visitor
 
     out = []
@@ -1332,7 +1332,7 @@ def race_free(state, names) -> bool:
 def reductions_read_elsewhere(state, name) -> bool:
     """Does a statement reduce into an element that does not move with the index while
     another statement reads that array? (Vectorized, the element lives in a register.)"""
-    from accpy.ir.affine import substitute_indices
+    from accpy.ir.visitor import substitute_indices
     from accpy.ir.visitor import Visitor
 
     var = _dim_var(state, name)

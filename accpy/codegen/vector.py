@@ -1,0 +1,81 @@
+"""C for the vector IR (accpy/ir/vector.py): each vector operation is the C template of the
+register shape's library (targets/library.py `vector_shape_of`), filled with its operands."""
+from __future__ import annotations
+
+from ..targets.library import vector_shape_of
+
+
+class VectorEmitter:
+    """The vector half of the C emitter (mixed into codegen/c.py's CEmitter)."""
+
+    def _isa(self, dtype, lanes):
+        return vector_shape_of(dtype, lanes)
+
+    def _fill(self, isa, op, **kw) -> str:
+        t = isa.template(op)
+        if t is None:
+            raise NotImplementedError(f"{isa.name} has no `{op}` for {isa.dtype.name}")
+        return t.format(**kw)
+
+    def _addr(self, buffer, indices) -> str:
+        return f"&{self.buf(buffer)}[{self.offset(buffer, indices)}]"
+
+    def e_VLoad(self, e) -> str:
+        isa = self._isa(e.buffer.dtype, e.lanes)
+        p = self._addr(e.buffer, e.indices)
+        op = "load" if e.stride == 1 else "gather"  # a gather's template takes the stride {s}
+        if e.count is None:
+            return self._fill(isa, op, p=p, s=e.stride)
+        return self._fill(isa, "m" + op, p=p, s=e.stride, m=self._fill(isa, "mask", n=self.expr(e.count)))
+
+    def e_Broadcast(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "set1", a=self.expr(e.value))
+
+    def e_VBinOp(self, e) -> str:
+        dt = e.a.dtype if e.op.startswith("cmp_") else e.dtype
+        return self._fill(self._isa(dt, e.lanes), e.op, a=self.expr(e.a), b=self.expr(e.b))
+
+    def e_VFma(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "fma", a=self.expr(e.a), b=self.expr(e.b), c=self.expr(e.c))
+
+    def e_VCall(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), e.fn, a=self.expr(e.args[0]))
+
+    def e_VCast(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "from_int32", a=self.expr(e.value))
+
+    def e_VSelect(self, e) -> str:
+        return self._fill(self._isa(e.dtype, e.lanes), "select", m=self.expr(e.cond), a=self.expr(e.a),
+                          b=self.expr(e.b))
+
+    def e_VMask(self, e) -> str:
+        return self._fill(self._isa(e.of, e.lanes), "mask", n=self.expr(e.count))
+
+    def e_VVar(self, e) -> str:
+        return self.names.get(e, e.name)
+
+    def e_HReduce(self, e) -> str:
+        v = e.value
+        return self._fill(self._isa(v.dtype, v.lanes), e.op, a=self.expr(v))
+
+    def s_VStore(self, s, depth):
+        isa = self._isa(s.buffer.dtype, s.lanes)
+        p = self._addr(s.buffer, s.indices)
+        op = "store" if s.stride == 1 else "scatter"  # a scatter's template takes the stride {s}
+        if s.count is None:
+            self.emit(self._fill(isa, op, p=p, s=s.stride, a=self.expr(s.value)) + ";", depth)
+        else:
+            m = self._fill(isa, "mask", n=self.expr(s.count))
+            self.emit(self._fill(isa, "m" + op, p=p, s=s.stride, m=m, a=self.expr(s.value)) + ";", depth)
+
+    def s_VAssign(self, s, depth):
+        self.emit(f"{self.expr(s.var)} = {self.expr(s.value)};", depth)
+
+    def s_VDecl(self, s, depth):
+        self.emit("{", depth)
+        for v in s.vars:
+            self.emit(f"{self._isa(v.dtype, v.lanes).ctype} {self.expr(v)};", depth + 1)
+        self.stmt(s.body, depth + 1)
+        self.emit("}", depth)
+
+    # -- statements -------------------------------------------------------------------------
