@@ -11,7 +11,7 @@ of the plans target AVX2 instead of the host. Each batch is one package; every c
 natively and, first, as lowered IR in Python with bounds-checked memory. A plan that accpy
 refuses when it is built passes only for a reason listed in
 `schedgen.LEGITIMATE_REJECTIONS` (counted and printed). The generator lives in
-tests/support/schedgen.py (`draw_plan_case`, `check_plan_cases`).
+tests/support/schedgen/ (`draw_plan_case`, `check_plan_cases`).
 """
 from __future__ import annotations
 

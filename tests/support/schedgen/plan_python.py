@@ -1,0 +1,218 @@
+"""The lowered IR of a plan, vector statements included, run in Python with bounds checks."""
+from __future__ import annotations
+
+import numpy as np
+from .run import OutOfBounds, OverBudget, PYTHON_LOOP_BUDGET
+
+
+# -- the lowered IR (vector statements included) run in Python --------------------------------
+
+
+class _Mem:
+    """A buffer as bounds-checked linear memory: element (i, j, ...) is at sum(index * stride)."""
+
+    __slots__ = ("flat", "shape", "strides", "name")
+
+    def __init__(self, array, shape, strides, name):
+        self.flat = array.ravel(order="K") if array.ndim else array.reshape(1)
+        if array.size and not np.shares_memory(self.flat, array):
+            raise AssertionError(f"{name}: not a contiguous array")
+        self.shape, self.strides, self.name = tuple(shape), tuple(strides), name
+
+    @staticmethod
+    def alloc(shape, strides, dtype, name):
+        size = 1
+        for s in shape:
+            size *= max(int(s), 0)
+        return _Mem(np.zeros(size, dtype=dtype), shape, strides, name)
+
+    def _offset(self, idx):
+        off = 0
+        for k, (i, n, st) in enumerate(zip(idx, self.shape, self.strides)):
+            if not 0 <= i < n:
+                raise OutOfBounds(f"{self.name}{[int(x) for x in idx]} is out of bounds (shape {list(self.shape)})")
+            off += i * st
+        return off
+
+    def ld(self, idx):
+        return self.flat[self._offset(idx)]
+
+    def st(self, idx, v):
+        self.flat[self._offset(idx)] = v
+
+    def _lane(self, base, lane, stride=1):
+        off = base + lane * stride
+        if not 0 <= off < self.flat.size:
+            raise OutOfBounds(f"vector lane {lane} of {self.name} at element offset {off} is out of bounds "
+                              f"(size {self.flat.size})")
+        return off
+
+    def vld(self, idx, lanes, count, stride=1):
+        base = self._offset(idx)
+        n = lanes if count is None else count
+        z = self.flat.dtype.type(0)
+        return [self.flat[self._lane(base, l, stride)] if l < n else z for l in range(lanes)]
+
+    def vst(self, idx, values, lanes, count, stride=1):
+        base = self._offset(idx)
+        n = lanes if count is None else count
+        for l in range(n):
+            self.flat[self._lane(base, l, stride)] = values[l]
+
+
+def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
+    """Like `lowered_to_python`, for lowered functions with caches and vector statements.
+
+    Every buffer is linear memory addressed through its strides (caches have their own
+    layouts), bounds-checked per subscript and per vector lane; vector operations apply
+    the reference's scalar semantics lane by lane (float reductions and fma in the order
+    written, so within a tolerance of the native code).
+    """
+    from accpy.ir import vector as V
+    from accpy.ir.expr import BinOp, Buffer, Call, Cast, Load, UnOp, Var
+    from accpy.ir.stmt import Alloc, Block, Comment, Evaluate, For, If, Store
+    from accpy.ir.types import ScalarType
+    from accpy.nest import reference as R
+
+    class Gen(R._PyGen):
+        def __init__(self):
+            super().__init__()
+            self.vnames: dict = {}
+
+        def vvar(self, v):
+            if v.uid not in self.vnames:
+                self.vnames[v.uid] = f"vv{len(self.vnames)}_{v.name}"
+            return self.vnames[v.uid]
+
+        def lanewise(self, make, operands, dtypes):
+            """`[scalar(x, y, ...) for x, y, ... in zip(vectors)]` with the reference's scalar code."""
+            xs = [Var(f"x{k}", t) for k, t in enumerate(dtypes)]
+            body = self.expr(make(*xs))
+            params = ", ".join(self.name(x) for x in xs)
+            vecs = ", ".join(self.expr(o) for o in operands)
+            return f"[(lambda {params}: {body})(*_z) for _z in zip({vecs})]"
+
+        def sub(self, idx):
+            return "(" + "".join(self.index(i) + ", " for i in idx) + ")"
+
+        def expr(self, e):
+            if isinstance(e, Load):
+                return f"{self.buf(e.buffer)}.ld({self.sub(e.indices)})"
+            if isinstance(e, V.VLoad):
+                cnt = "None" if e.count is None else self.index(e.count)
+                return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt}, {e.stride})"
+            if isinstance(e, V.Broadcast):
+                return f"[{self.expr(e.value)}] * {e.lanes}"
+            if isinstance(e, V.VVar):
+                return self.vvar(e)
+            if isinstance(e, V.VMask):
+                return f"[_l < {self.index(e.count)} for _l in range({e.lanes})]"
+            if isinstance(e, V.VBinOp):
+                if e.op.startswith("cmp_"):
+                    return self.lanewise(lambda x, y: BinOp(e.op[4:], x, y, ScalarType.bool), (e.a, e.b),
+                                         (e.a.dtype, e.b.dtype))
+                return self.lanewise(lambda x, y: BinOp(e.op, x, y, e.dtype), (e.a, e.b), (e.dtype, e.dtype))
+            if isinstance(e, V.VFma):
+                return self.lanewise(lambda x, y, z: BinOp("add", BinOp("mul", x, y, e.dtype), z, e.dtype),
+                                     (e.a, e.b, e.c), (e.dtype,) * 3)
+            if isinstance(e, V.VCall):
+                if e.fn == "neg":
+                    return self.lanewise(lambda x: UnOp("neg", x, e.dtype), e.args, (e.dtype,))
+                return self.lanewise(lambda x: Call(e.fn, (x,), e.dtype), e.args, (e.dtype,))
+            if isinstance(e, V.VCast):
+                return self.lanewise(lambda x: Cast(x, e.dtype), (e.value,), (e.value.dtype,))
+            if isinstance(e, V.VSelect):
+                return f"[(_a if _c else _b) for _c, _a, _b in zip({self.expr(e.cond)}, {self.expr(e.a)}, " \
+                       f"{self.expr(e.b)})]"
+            if isinstance(e, V.HReduce):
+                op = {"hadd": "add", "hmul": "mul", "hmin": "min", "hmax": "max"}[e.op]
+                x, y = Var("hx", e.dtype), Var("hy", e.dtype)
+                body = self.expr(BinOp(op, x, y, e.dtype))
+                return f"_fold(lambda {self.name(x)}, {self.name(y)}: {body}, {self.expr(e.value)})"
+            return super().expr(e)
+
+    g = Gen()
+    lines: list = []
+
+    def emit(s, depth):
+        pad = "    " * depth
+        if isinstance(s, Block):
+            for x in s.stmts:
+                emit(x, depth)
+            if not s.stmts:
+                lines.append(pad + "pass")
+        elif isinstance(s, For):
+            lines.append(f"{pad}for {g.name(s.var)} in _range({g.index(s.lo)}, {g.index(s.hi)}):")
+            emit(s.body, depth + 1)
+        elif isinstance(s, If):
+            lines.append(f"{pad}if {g.expr(s.cond)}:")
+            emit(s.then, depth + 1)
+            if s.orelse is not None:
+                lines.append(f"{pad}else:")
+                emit(s.orelse, depth + 1)
+        elif isinstance(s, Store):
+            value = s.value if s.reduce is None else BinOp(s.reduce, Load(s.buffer, s.indices), s.value,
+                                                              s.buffer.dtype)
+            lines.append(f"{pad}{g.buf(s.buffer)}.st({g.sub(s.indices)}, {g.expr(value)})")
+        elif isinstance(s, Alloc):
+            shape = ", ".join(g.index(x) for x in s.buffer.shape)
+            strides = ", ".join(g.index(x) for x in s.buffer.strides)
+            lines.append(f"{pad}{g.buf(s.buffer)} = _Mem.alloc(({shape},), ({strides},), "
+                         f"np.{s.buffer.dtype.dtype.name}, {s.buffer.name!r})")
+            emit(s.body, depth)
+        elif isinstance(s, V.VDecl):
+            for v in s.vars:
+                lines.append(f"{pad}{g.vvar(v)} = None")
+            emit(s.body, depth)
+        elif isinstance(s, V.VAssign):
+            lines.append(f"{pad}{g.vvar(s.var)} = {g.expr(s.value)}")
+        elif isinstance(s, V.VStore):
+            cnt = "None" if s.count is None else g.index(s.count)
+            lines.append(f"{pad}{g.buf(s.buffer)}.vst({g.sub(s.indices)}, {g.expr(s.value)}, {s.lanes}, {cnt}, "
+                         f"{s.stride})")
+        elif isinstance(s, Comment):
+            lines.append(f"{pad}pass  # {s.text}")
+        elif isinstance(s, Evaluate):
+            lines.append(f"{pad}{g.expr(s.value)}")
+        else:
+            raise NotImplementedError(f"plan_ir_to_python: {type(s).__name__}")
+
+    emit(fn.body, 1)
+    head = ["def _run(args):"]
+    arrays = []
+    for n, a in enumerate(fn.args):
+        if isinstance(a, Buffer):
+            arrays.append((n, a))
+        else:
+            head.append(f"    {g.name(a)} = args[{n}]")
+    for n, a in arrays:  # shapes and strides may use the runtime sizes
+        shape = ", ".join(g.index(x) for x in a.shape)
+        strides = ", ".join(g.index(x) for x in a.strides)
+        head.append(f"    {g.buf(a)} = _Mem(args[{n}], ({shape}{',' if a.shape else ''}), "
+                    f"({strides}{',' if a.strides else ''}), {a.name!r})")
+    src = "\n".join(head + lines + ["    return None"])
+    ns = dict(R._HELPERS)
+    ns["_Mem"] = _Mem
+    spent = [0]
+
+    def _range(lo, hi):
+        spent[0] += max(hi - lo, 0)
+        if spent[0] > budget:
+            raise OverBudget(f"the lowered loops run more than {budget} iterations in Python")
+        return range(lo, hi)
+
+    def _fold(f, xs):
+        acc_ = xs[0]
+        for x in xs[1:]:
+            acc_ = f(acc_, x)
+        return acc_
+
+    ns["_range"] = _range
+    ns["_fold"] = _fold
+    ns["np"] = np
+    ns.update(g.consts)
+    ns.update(g.types)
+    exec(compile(src, "<lowered plan ir>", "exec"), ns)
+    run = ns["_run"]
+    run.source = src
+    return run
