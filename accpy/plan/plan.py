@@ -329,94 +329,13 @@ class Plan:
     def _cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
               double_buffer_location=None, vectorize=None, strategy=None):
-        """A local copy of `source`'s active block at a key-slice (see accpy/plan/cache.py)."""
-        from ..nest.array import Array, ArrayView, Role
-        from .cache import Cache, MemorySpace
+        """A local copy of `source`'s active block at a key-slice (checked by `Cache.create`)."""
+        from .cache import Cache
 
-        if isinstance(source, ArrayView):
-            raise TypeError(f"source: {source!r} is a view; cache the array it views ({source.root.name})")
-        if not isinstance(source, (Array, Cache)):
-            raise TypeError(f"source: expected an acc.Array or a Cache, got {type(source).__name__}")
-        if isinstance(source, Cache) and source.plan is not self:
-            raise ValueError("source: that cache belongs to another plan")
-        given = [x is not None for x in (index, level, max_elements)]
-        if sum(given) != 1:
-            raise ValueError("cache: give exactly one of index, level or max_elements")
-        if index is not None and (level is not None or trigger_level is not None):
-            raise ValueError("cache: index cannot be combined with level or trigger_level")
-        if level is not None and (index is not None or trigger_index is not None):
-            raise ValueError("cache: level cannot be combined with index or trigger_index")
-        if trigger_index is not None and trigger_level is not None:
-            raise ValueError("cache: give at most one of trigger_index and trigger_level")
-        if max_elements is not None and (trigger_index is not None or trigger_level is not None):
-            raise ValueError("cache: max_elements cannot be combined with a trigger")
-        n = len(self._schedule.space.dims)
-        order = [d.index for d in self._schedule.space.dims]
-
-        def level_of(ix, what):
-            self._dim_var(ix, what)
-            return n - next(k for k, d in enumerate(order) if d is ix)
-
-        def check_level(lv, what):
-            if not isinstance(lv, int) or isinstance(lv, bool) or lv < 1 or lv > n:
-                raise ValueError(f"{what}: expected an integer level in 1..{n}, got {lv!r}")
-
-        if max_elements is not None:
-            if not isinstance(max_elements, int) or isinstance(max_elements, bool) or max_elements <= 0:
-                raise ValueError(f"max_elements: expected an integer > 0, got {max_elements!r}")
-        if index is not None:
-            level = level_of(index, "index")
-        elif level is not None:
-            check_level(level, "level")
-            index = order[n - level]
-        if trigger_index is not None:
-            trigger_level = level_of(trigger_index, "trigger_index")
-        elif trigger_level is not None:
-            check_level(trigger_level, "trigger_level")
-            trigger_index = order[n - trigger_level]
-        if trigger_level is not None and level is not None and level > trigger_level:
-            raise ValueError(f"cache: the trigger level ({trigger_level}) must be >= the cache level ({level})")
-        array = source.array if isinstance(source, Cache) else source
-        if (trigger_level is not None or double_buffer) and array.role not in (Role.INPUT, Role.CONST):
-            raise ValueError(f"cache: triggers (multicaches) and double_buffer need an INPUT or CONST source; "
-                             f"{array.name} is {array.role.name}")
-        if double_buffer_location is not None and not double_buffer:
-            raise ValueError("cache: double_buffer_location requires double_buffer=True")
-        if strategy is not None:
-            raise ValueError("cache: strategy= is for GPU targets; a CPU cache has no strategy")
-        if location is not None and not isinstance(location, MemorySpace):
-            raise TypeError(f"location: expected an acc.MemorySpace, got {location!r}")
-        if location is MemorySpace.GLOBAL:
-            raise ValueError("cache: a GLOBAL-memory cache is not supported")
-        for lib in libraries():
-            lib.check_cache_location(self._target, location)
-        if layout is not None:
-            from ..nest.array import Array as _A
-
-            if layout not in (_A.Layout.FIRST_MAJOR, _A.Layout.LAST_MAJOR):
-                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR or LAST_MAJOR, got {layout!r}")
-        if element_type is not None:
-            from ..nest.array import scalar_type
-
-            element_type = scalar_type(element_type, "element_type")
-        if isinstance(source, Cache):
-            outer = source
-            if outer.budget != (max_elements is not None):
-                raise ValueError("cache: a budget (max_elements) cache can only be nested in another budget cache")
-            if outer.budget:
-                if outer.max_elements <= max_elements:
-                    raise ValueError("cache: an inner budget cache needs a smaller max_elements than its source")
-            else:
-                if outer.level <= level:
-                    raise ValueError(f"cache: a cache of a cache sits at a lower level than its source "
-                                     f"(source level {outer.level}, requested {level})")
-                if trigger_level is not None and outer.level < trigger_level:
-                    raise ValueError(f"cache: the source cache's level ({outer.level}) must be >= this "
-                                     f"cache's trigger level ({trigger_level})")
-        if not self._uses(array):
-            raise ValueError(f"source: {array.name} is not used by this schedule's logic")
-        c = Cache(self, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
-                  thrifty, location, double_buffer)
+        c = Cache.create(self, source, index=index, trigger_index=trigger_index, layout=layout,
+                         max_elements=max_elements, element_type=element_type, thrifty=thrifty, location=location,
+                         level=level, trigger_level=trigger_level, double_buffer=double_buffer,
+                         double_buffer_location=double_buffer_location, vectorize=vectorize, strategy=strategy)
         self._caches.append(c)
         return c
 
