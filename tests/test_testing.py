@@ -57,7 +57,7 @@ def test_drawn_plans_match_the_reference(plan, data):
 @given(schedule=at.schedules(NEST, transforms=("split", "reorder"), max_transforms=3))
 @FAST
 def test_transforms_are_limited_to_those_asked(schedule):
-    assert all(op in ("split", "reorder") for op, _ in schedule._commands)
+    assert all(op in ("split", "reorder") for op, *_ in schedule._commands)
 
 
 def test_ordered_nest_only_gets_legal_schedules():
@@ -101,7 +101,7 @@ def test_schedules_extend_a_given_schedule_without_changing_it():
 
     ext = find(at.schedules(s, transforms=("split",)), lambda x: len(x._commands) >= 2,
                settings=settings(database=None))
-    assert s._commands == before and ext._commands[0][0] == "split" and ext._commands[0][1][1] == 4
+    assert list(s._commands) == before and ext._commands[0][0] == "split" and ext._commands[0][1][1] == 4
     assert kk.name in [ix.name for ix in ext.get_indices()]
 
 

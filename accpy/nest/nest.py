@@ -6,7 +6,8 @@ from typing import Optional
 from ..errors import LogicError
 from ..ir.expr import Var
 from .array import Dimension, size_expr
-from .parameters import UnresolvedParameter, context_key, has_parameter
+from .parameters import UnresolvedParameter, has_parameter
+from .recording import Recording
 from .logic import Index, LogicCapture
 from .naming import assigned_names
 
@@ -27,11 +28,10 @@ class Nest:
                 size_expr(sz, f"shape[{k}]")  # validate now; parameter sizes when realized
         names = [_DEFAULT_NAMES[k] if k < len(_DEFAULT_NAMES) else f"i{k}" for k in range(len(shape))]
         self._indices = [Index(n) for n in names]
-        self._logic: list = []  # the logic functions, in order
+        self._logic = Recording()  # the logic functions, in order (replayed with parameter values)
         self._statements: list = []  # captured now, when no parameter is needed
         self._arrays: dict = {}  # id -> the Arrays the captured logic accesses
         self._deferred = False  # True once some logic needs parameter values
-        self._realized: dict = {}  # parameter values -> statements
 
     # -- structure ----------------------------------------------------------------------
     def get_shape(self) -> list:
@@ -48,13 +48,8 @@ class Nest:
         """The captured statements (realized with the parameter values in effect)."""
         if not self._deferred:
             return self._statements
-        key = context_key()
-        if key not in self._realized:
-            stmts: list = []
-            for fn in self._logic:
-                stmts.extend(self._capture(fn, len(stmts) + 1))
-            self._realized[key] = stmts
-        return self._realized[key]
+        return self._logic.realized(lambda: self._logic.replay(
+            lambda stmts, c: (stmts + self._capture(c.args[0], len(stmts) + 1), None), []))
 
     @property
     def uses_parameters(self) -> bool:
@@ -108,7 +103,7 @@ class Nest:
                 self._deferred = True  # captured (and checked) when the function is added
         else:
             self._deferred = True
-        self._logic.append(logic)
+        self._logic.add("iteration_logic", (logic,))
         return logic
 
     def _capture(self, logic, first_number: int) -> list:

@@ -5,6 +5,7 @@ from ..ir.kinds import LoopKind
 
 from ..errors import ScheduleError
 from ..nest.logic import Index
+from ..nest.recording import Recording
 from ..targets.library import has_vectors, libraries, tensor_library
 
 
@@ -74,7 +75,7 @@ class Plan:
 
         if not self._waiting and not self._schedule.is_parameterized and not has_parameter((args, kwargs)):
             result = getattr(self, "_" + op)(*args, **kwargs)  # raises on bad arguments: nothing recorded
-            self._commands.append((op, args, kwargs, result))
+            self._commands.add(op, args, kwargs, result)
             return result
         self._waiting = True
         result = None
@@ -86,25 +87,21 @@ class Plan:
                            kwargs.get("trigger_level"), kwargs.get("max_elements"), kwargs.get("layout"),
                            kwargs.get("element_type"), kwargs.get("thrifty"), kwargs.get("location"),
                            kwargs.get("double_buffer"))
-        self._commands.append((op, args, kwargs, result))
+        self._commands.add(op, args, kwargs, result)
         return result
 
     def realize(self) -> "Plan":
         """This plan with the parameter values in effect (no parameters left)."""
-        from ..nest.parameters import resolve
-        from .cache import Cache
-
         if not self._waiting and not self._schedule.is_parameterized:
             return self
         out = Plan(self._schedule.realize(), self._target)
-        handles: dict = {}
-        for op, args, kwargs, result in self._commands:
-            args = tuple(handles.get(id(a), a) if isinstance(a, Cache) else a for a in resolve(args))
-            kwargs = resolve(kwargs)
-            real = getattr(out, "_" + op)(*args, **kwargs)
-            out._commands.append((op, args, kwargs, real))
-            if result is not None:
-                handles[id(result)] = real
+
+        def apply(_, c):
+            real = getattr(out, "_" + c.op)(*c.args, **c.kwargs)
+            out._commands.add(c.op, c.args, c.kwargs, real)
+            return None, real
+
+        self._commands.replay(apply)
         return out
 
     def __init__(self, schedule, target=None):
@@ -119,7 +116,7 @@ class Plan:
         self._kinds: list = []  # (index handle, "unrolled" | "vectorized"), in request order
         self._caches: list = []
         self._parallel = None
-        self._commands: list = []  # (op, args, kwargs, result), replayed by realize()
+        self._commands = Recording()  # the calls, replayed by realize()
         self._waiting = False  # some call waits for parameter values
         self._tensorized: list = []  # (index handles (i, j, k), intrinsic)
 
@@ -219,7 +216,7 @@ class Plan:
             check_vector(space, pos, f"vectorize({index.name})", unsafe)
         before = list(self._kinds)
         self._mark(index, "vectorized")
-        if pos < len(space.dims) - 1 and any(op == "skew" for op, _ in self._schedule._commands):
+        if pos < len(space.dims) - 1 and any(c.op == "skew" for c in self._schedule._commands):
             # after a skew, loops inside may run a number of iterations that depends on the
             # loops outside (triangles) even though the box's extents are constants: only
             # lowering tells; do it now so the error comes from this call, not the build

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..analysis.dependence import check_order
+from ..nest.recording import Recording
 from ..nest.logic import Index
 from .schedule import Schedule, _Handle, _is_size
 from .space import IterationSpace
@@ -66,8 +67,7 @@ class FusedSchedule(Schedule):
             for j, h in enumerate(s._structure()[:partial]):
                 self._old[id(h.index)] = self._fused[j]
         self._nest = None
-        self._commands = []
-        self._realized = {}
+        self._commands = Recording()
         parameterized = any(s.is_parameterized for s in schedules)
         self._eager = None if parameterized else self._initial_space()
 

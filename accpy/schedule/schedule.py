@@ -14,7 +14,8 @@ import numpy as np
 from ..analysis.dependence import check_order
 from ..nest.logic import Index
 from ..nest.naming import assigned_names
-from ..nest.parameters import context_key, has_parameter, resolve
+from ..nest.parameters import has_parameter
+from ..nest.recording import Recording
 from .space import IterationSpace, unknown_index
 
 
@@ -34,12 +35,11 @@ class Schedule:
 
     def __init__(self, nest=None, space: Optional[IterationSpace] = None):
         self._nest = nest
-        self._commands: list = []  # (op, args): replayed to realize a parameterized schedule
+        self._commands = Recording()  # the transforms: replayed to realize a parameterized schedule
         if space is not None:
             self._eager: Optional[IterationSpace] = space
         else:
             self._eager = None if nest.uses_parameters else IterationSpace.of_nest(nest)
-        self._realized: dict = {}
 
     # -- model ----------------------------------------------------------------------------
     @property
@@ -47,13 +47,8 @@ class Schedule:
         """The iteration space (for a parameterized schedule: with the parameter values in effect)."""
         if self._eager is not None:
             return self._eager
-        key = context_key()
-        if key not in self._realized:
-            sp = self._initial_space()
-            for op, args in self._commands:
-                sp = self._apply(sp, op, resolve(args))
-            self._realized[key] = sp
-        return self._realized[key]
+        return self._commands.realized(lambda: self._commands.replay(
+            lambda sp, c: (self._apply(sp, c.op, c.args), None), self._initial_space()))
 
     def _initial_space(self) -> IterationSpace:
         return IterationSpace.of_nest(self._nest)
@@ -70,7 +65,7 @@ class Schedule:
         out = type(self).__new__(type(self))
         out.__dict__.update(self.__dict__)
         out._eager = self.space
-        out._realized = {}
+        out._commands = self._commands.copy()
         out._default = self._initial_space()
         return out
 
@@ -97,7 +92,7 @@ class Schedule:
         if self._eager is not None:
             return [_Handle(d.index, d.parent) for d in self._eager.dims]
         hs = self._initial_structure()
-        for op, args in self._commands:
+        for op, args, _, _ in self._commands:
             if op == "split":
                 index, _, inner = args
                 k = next(n for n, h in enumerate(hs) if h.index is index)
@@ -133,8 +128,7 @@ class Schedule:
             self._eager = self._apply(self._eager, op, args)
         else:
             self._eager = None
-            self._realized = {}
-        self._commands.append((op, args))
+        self._commands.add(op, args)
 
     # -- the transforms, on a model -------------------------------------------------------
     def _apply(self, sp: IterationSpace, op: str, args: tuple) -> IterationSpace:
@@ -199,7 +193,7 @@ class Schedule:
                 raise ValueError("Split sizes must be integers >= 1")
         names = assigned_names()
         out = []
-        saved = (self._eager, list(self._commands), dict(self._realized))
+        saved = (self._eager, self._commands.copy())
         try:
             for n, (ix, sz) in enumerate(shape.items()):
                 base = names[n] if len(names) == len(shape) else ix.name + ix.name[-1]
@@ -207,7 +201,7 @@ class Schedule:
                 self._do("split", (ix, sz, inner))
                 out.append(inner)
         except Exception:
-            self._eager, self._commands, self._realized = saved
+            self._eager, self._commands = saved
             raise
         return tuple(out)
 

@@ -219,7 +219,7 @@ def visualize(schedule, filename=None, *, format: Optional[str] = None, view: Op
               title: Optional[str] = None, highlight=None):
     """The body of Schedule.visualize / Plan.visualize (see there)."""
     if view is None:
-        view = "schedule" if any(op == "skew" for op, _ in getattr(schedule, "_commands", [])) else "logical"
+        view = "schedule" if any(c.op == "skew" for c in getattr(schedule, "_commands", [])) else "logical"
     if format is None and filename is not None:
         format = str(filename).rsplit(".", 1)[-1].lower() if "." in str(filename) else "png"
     if format == "text":

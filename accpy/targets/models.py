@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .features import Architecture, Category, Runtime, _key, normalize_extensions
+from .gemmini import machine as _gm  # Gemmini's dimensions: defined once, in native/gemmini/gemmini.h
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -118,9 +119,10 @@ SPECS = [
     # memories are listed in `extra` ("memory", name), so Target.has_memory(MemorySpace.SCRATCHPAD).
     ModelSpec("Gemmini", "Gemmini", (), Category.ACCELERATOR, Architecture.RISCV64, (), 1, 1, None, None, (), (),
               0, 0, Runtime.NONE,
-              (("memory", "scratchpad"), ("memory", "accumulator"), ("dim", 16), ("input_type", "int8"),
-               ("accumulator_type", "int32"), ("scratchpad_bytes", 256 * KiB), ("scratchpad_banks", 4),
-               ("scratchpad_bank_rows", 4096), ("accumulator_bytes", 64 * KiB), ("accumulator_rows", 1024))),
+              (("memory", "scratchpad"), ("memory", "accumulator"), ("dim", _gm.DIM), ("input_type", "int8"),
+               ("accumulator_type", "int32"), ("scratchpad_bytes", _gm.SPAD_ROWS * _gm.DIM),
+               ("scratchpad_banks", _gm.BANK_NUM), ("scratchpad_bank_rows", _gm.BANK_ROWS),
+               ("accumulator_bytes", _gm.ACC_ROWS * _gm.DIM * 4), ("accumulator_rows", _gm.ACC_ROWS))),
 ]
 
 

@@ -29,7 +29,7 @@ def _fmt(v, names: dict) -> str:
 def schedule_lines(schedule, var: str = "schedule") -> list:
     """The transforms recorded on `schedule`, as lines of accpy code."""
     out = []
-    for op, args in schedule._commands:
+    for op, args, _, _ in schedule._commands:
         if op == "split":
             index, size, inner = args
             out.append(f"{inner.name} = {var}.split({index.name}, {size!r})")

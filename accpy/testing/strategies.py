@@ -42,7 +42,7 @@ def copy_schedule(schedule):
     new = schedule.nests[0].create_schedule()
     same = {id(ix): ix for ix in new.get_indices()}
     m = lambda ix: same.get(id(ix), ix)  # noqa: E731
-    for op, args in schedule._commands:
+    for op, args, _, _ in schedule._commands:
         if op == "split":
             index, size, inner = args
             same[id(inner)] = new.split(m(index), size)
