@@ -14,7 +14,7 @@ from ..ir.expr import BinOp, Buffer, Const, Var, idx_op
 from ..ir.stmt import Block, For, If, Store
 from ..ir.types import ScalarType
 from ..ir.visitor import accesses
-from .polyhedra import Bound, ConstraintSet
+from .polyhedra import Bound, ConstraintSet, bounds_expr, implies_ge
 
 
 @dataclass
@@ -86,17 +86,7 @@ def _extreme(expr: Affine, cons: ConstraintSet, drop: list, upper: bool, ctx: Co
 
 def _dominates(ctx, a: Bound, b: Bound, upper: bool) -> bool:
     """For upper bounds: a <= b everywhere (a is tighter); for lower bounds: a >= b."""
-    d = a.num * b.den - b.num * a.den
-    return ctx.implies(-d if upper else d)
-
-
-def _bound_expr(bs, upper: bool):
-    out = None
-    for b in bs:
-        e = b.num.to_expr() if b.den == 1 else idx_op("floordiv", (b.num + (0 if upper else b.den - 1)).to_expr(),
-                                                       Const(b.den))
-        out = e if out is None else BinOp("min" if upper else "max", out, e, ScalarType.index)
-    return out
+    return implies_ge(ctx, b, a) if upper else implies_ge(ctx, a, b)
 
 
 @dataclass
@@ -215,12 +205,12 @@ def _union(ctx, singles, groups, lower: bool):
         aff = keep[0].num if len(keep) == 1 and keep[0].den == 1 else None
         expr = None
         for b in keep:
-            e = _bound_expr([b], upper=not lower)
+            e = bounds_expr([b], upper=not lower)
             expr = e if expr is None else BinOp("min" if lower else "max", expr, e, ScalarType.index)
         return aff, expr
     expr = None
     for g in groups:
-        e = _bound_expr(g, upper=not lower)
+        e = bounds_expr(g, upper=not lower)
         expr = e if expr is None else BinOp("min" if lower else "max", expr, e, ScalarType.index)
     return None, expr
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from ..ir.affine import Affine, normalize
-from ..ir.expr import Var
+from ..ir.expr import BinOp, Const, Var, idx_op
+from ..ir.types import ScalarType
 
 # A guard against the (rare) doubly-exponential growth of Fourier–Motzkin.
 _MAX_CONSTRAINTS = 400
@@ -41,6 +42,45 @@ class Bound:
     @property
     def vars(self):
         return self.num.vars
+
+    # -- the bound algebra of scanning and footprints (one place) ---------------------------
+    def floor_expr(self):
+        """floor(num / den) as an index expression."""
+        e = self.num.to_expr()
+        return e if self.den == 1 else idx_op("floordiv", e, Const(self.den))
+
+    def ceil_as_floor(self) -> "Bound":
+        """The same value for a lower bound: ceil(n / d) == floor((n + d - 1) / d)."""
+        return Bound(self.num + (self.den - 1), self.den)
+
+    def ceil_expr(self):
+        """ceil(num / den) as an index expression."""
+        return self.ceil_as_floor().floor_expr()
+
+    def floor_as_ceil(self) -> "Bound":
+        """The same value for an upper bound read as a lower one: floor(n / d) == ceil((n - d + 1) / d)."""
+        return Bound(self.num - (self.den - 1), self.den)
+
+    def next_floor(self) -> "Bound":
+        """floor(n / d) + 1 == floor((n + d) / d): an inclusive upper bound made exclusive."""
+        return Bound(self.num + self.den, self.den)
+
+
+def implies_ge(ctx: "ConstraintSet", a: Bound, b: Bound, floors: bool = False) -> bool:
+    """Proves a >= b everywhere in `ctx`, as rationals (num / den); with `floors`, proves
+    floor(a) >= floor(b) (exact when one side is an integer)."""
+    if floors and a.den == 1 and b.den != 1:  # y >= floor(x/q)  <=>  q*y + q - 1 - x >= 0
+        return ctx.implies(a.num * b.den + (b.den - 1) - b.num)
+    return ctx.implies(a.num * b.den - b.num * a.den)  # (with b.den == 1: x >= p*y, exact)
+
+
+def bounds_expr(bounds, upper: bool):
+    """min of floor(b) over upper bounds, or max of ceil(b) over lower ones, as an expression."""
+    out = None
+    for b in bounds:
+        e = b.floor_expr() if upper else b.ceil_expr()
+        out = e if out is None else BinOp("min" if upper else "max", out, e, ScalarType.index)
+    return out
 
 
 class ConstraintSet:

@@ -23,9 +23,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..analysis.polyhedra import Bound, ConstraintSet
+from ..analysis.polyhedra import Bound, ConstraintSet, implies_ge
 from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, upper_bound_constraints
-from ..ir.expr import BinOp, Const, Var, idx_op
+from ..ir.expr import BinOp
 from ..ir.stmt import Block, For, If, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, free_vars
@@ -128,32 +128,6 @@ def _separate(loops, items, whole=frozenset()):
 
 # -- bound helpers ---------------------------------------------------------------------------
 
-def _floor_form_low(b: Bound) -> Bound:
-    """ceil(n/d) == floor((n + d - 1)/d)."""
-    return Bound(b.num + (b.den - 1), b.den)
-
-
-def _floor_form_high_exclusive(b: Bound) -> Bound:
-    """floor(n/d) + 1 == floor((n + d)/d)."""
-    return Bound(b.num + b.den, b.den)
-
-
-def _rational_ge(ctx: ConstraintSet, a: Bound, b: Bound) -> bool:
-    """Proves floor(a) >= floor(b) for floor-form bounds (exact when one side is an integer)."""
-    if b.den == 1:  # floor(x/p) >= y  <=>  x >= p*y
-        return ctx.implies(a.num - b.num * a.den)
-    if a.den == 1:  # y >= floor(x/q)  <=>  q*y + q - 1 - x >= 0
-        return ctx.implies(a.num * b.den + (b.den - 1) - b.num)
-    return ctx.implies(a.num * b.den - b.num * a.den)  # sufficient: x1/p1 >= x2/q2
-
-
-def _floor_expr(b: Bound):
-    e = b.num.to_expr()
-    if b.den == 1:
-        return e
-    return idx_op("floordiv", e, Const(b.den))
-
-
 def _simplicity(b: Bound):
     return (len(b.num.terms), b.den != 1)
 
@@ -211,10 +185,11 @@ class _Generator:
         """Drop bounds implied by another; among equals keep the simplest. Implications
         that need `assumed` (more facts than `outer`) are recorded in `used`."""
         bs = sorted(set(bs), key=lambda b: (_simplicity(b), _bound_key(b)))  # deterministic order
-        ff = _floor_form_low if lower else (lambda b: b)  # compare integer values in floor form
+        ff = (lambda b: b.ceil_as_floor()) if lower else (lambda b: b)  # compare integer values in floor form
 
         def ge(facts, x, y):
-            return _rational_ge(facts, ff(x), ff(y)) if lower else _rational_ge(facts, ff(y), ff(x))
+            return (implies_ge(facts, ff(x), ff(y), floors=True) if lower
+                    else implies_ge(facts, ff(y), ff(x), floors=True))
 
         def wins(x, y):  # x makes y redundant: larger lower bound / smaller upper bound
             if ge(outer, x, y):
@@ -350,11 +325,11 @@ class _Generator:
             return None
         lo_e = None
         for b in lows:
-            e = _floor_expr(_floor_form_low(b))
+            e = b.ceil_as_floor().floor_expr()
             lo_e = e if lo_e is None else BinOp("max", lo_e, e, ScalarType.index)
         hi_e = None
         for b in ups:
-            e = _floor_expr(b if exclusive_hi else _floor_form_high_exclusive(b))
+            e = (b if exclusive_hi else b.next_floor()).floor_expr()
             hi_e = e if hi_e is None else BinOp("min", hi_e, e, ScalarType.index)
         return For(v, lo_e, hi_e, body, loop.kind, loop.attrs)
 
@@ -370,20 +345,20 @@ class _Generator:
             inner = [p for p in inner if not p.cons.union_with(ctx).is_empty()]
             body = self.gen(level + 1, inner, inner_ctx)
             if body is not None:
-                cond = BinOp("land", BinOp("ge", v, _floor_expr(_floor_form_low(lo)), ScalarType.bool),
-                             BinOp("lt", v, _floor_expr(hi), ScalarType.bool), ScalarType.bool)
+                cond = BinOp("land", BinOp("ge", v, lo.ceil_as_floor().floor_expr(), ScalarType.bool),
+                             BinOp("lt", v, hi.floor_expr(), ScalarType.bool), ScalarType.bool)
                 arms.append(If(cond, body))
         if not arms:
             return None
-        return For(v, _floor_expr(_floor_form_low(seq[0][0])), _floor_expr(seq[-1][1]), block(*arms),
+        return For(v, seq[0][0].ceil_as_floor().floor_expr(), seq[-1][1].floor_expr(), block(*arms),
                    loop.kind, loop.attrs)
 
     def _partition(self, info, ctx):
         """Order all breakpoints; None if some pair cannot be ordered at compile time."""
         points = []  # (Bound in floor form, piece index, is_start)
         for n, (_, lows, ups) in enumerate(info):
-            points.append(_floor_form_low(lows[0]))
-            points.append(_floor_form_high_exclusive(ups[0]))
+            points.append(lows[0].ceil_as_floor())
+            points.append(ups[0].next_floor())
         uniq: list = []
         for b in points:
             if not any(_equal(ctx, b, u) for u in uniq):
@@ -392,21 +367,21 @@ class _Generator:
         order = []
         owners = {}
         for n, (p, lows, ups) in enumerate(info):
-            for b in (_floor_form_low(lows[0]), _floor_form_high_exclusive(ups[0])):
+            for b in (lows[0].ceil_as_floor(), ups[0].next_floor()):
                 owners.setdefault((b.num, b.den), set()).update(p.lineage)
         for b in uniq:
             pos = 0
             while pos < len(order):
-                if _rational_ge(ctx, order[pos], b):
+                if implies_ge(ctx, order[pos], b, floors=True):
                     break
-                if not _rational_ge(ctx, b, order[pos]):
+                if not implies_ge(ctx, b, order[pos], floors=True):
                     pids = owners.get((b.num, b.den), set()) | owners.get((order[pos].num, order[pos].den), set())
                     self._need_cut(b, order[pos], self._level_now, pids, None)
                     return None
                 pos += 1
             order.insert(pos, b)
         for x, y in zip(order, order[1:]):
-            if not _rational_ge(ctx, y, x):
+            if not implies_ge(ctx, y, x, floors=True):
                 return None
 
         def rank(b):
@@ -415,13 +390,13 @@ class _Generator:
                     return k
             raise AssertionError("breakpoint lost")
 
-        spans = [(rank(_floor_form_low(lo[0])), rank(_floor_form_high_exclusive(hi[0])), p)
+        spans = [(rank(lo[0].ceil_as_floor()), rank(hi[0].next_floor()), p)
                  for p, lo, hi in info]
         seq = []
         for k in range(len(order) - 1):
             active = [p for s, e, p in spans if s <= k and e >= k + 1]
             if active:
-                seq.append((_as_low(order[k]), order[k + 1], active))
+                seq.append((order[k].floor_as_ceil(), order[k + 1], active))
         return seq
 
     def _hull(self, loop, level, info, ctx):
@@ -434,10 +409,10 @@ class _Generator:
             q = Piece(p.cons, p.body, p.order, p.pending + guard, p.cuts, p.pid, p.ancestors)
             pieces.append(q)
             for b in lows:
-                e = _floor_expr(_floor_form_low(b))
+                e = b.ceil_as_floor().floor_expr()
                 lo_e = e if lo_e is None else BinOp("min", lo_e, e, ScalarType.index)
             for b in ups:
-                e = _floor_expr(_floor_form_high_exclusive(b))
+                e = b.next_floor().floor_expr()
                 hi_e = e if hi_e is None else BinOp("max", hi_e, e, ScalarType.index)
         body = self.gen(level + 1, pieces, ctx)
         if body is None:
@@ -448,9 +423,5 @@ class _Generator:
 def _equal(ctx, a: Bound, b: Bound) -> bool:
     if a == b:
         return True
-    return _rational_ge(ctx, a, b) and _rational_ge(ctx, b, a)
+    return implies_ge(ctx, a, b, floors=True) and implies_ge(ctx, b, a, floors=True)
 
-
-def _as_low(b: Bound) -> Bound:
-    """A floor-form breakpoint floor(n/d) as a lower bound ceil(n'/d): n' = n - d + 1."""
-    return Bound(b.num - (b.den - 1), b.den)
