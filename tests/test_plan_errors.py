@@ -516,3 +516,44 @@ def test_unrolling_too_much_asks_for_a_split(tmp_path):
     plan.unroll(i)
     with pytest.raises(acc.ScheduleError, match=r"unrolling loop i would emit more than \d+ copies.*split it"):
         build(plan, (A,), tmp_path)
+
+
+def _split_stencil():
+    """A stencil whose vectorized subtree holds the tail of a split of the parallel index."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(18,), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(16,), name="Y")
+    nest = acc.Nest(shape=(16, 3))
+    i, t = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] += X[i + t] * 0.5
+
+    s = nest.create_schedule()
+    tt = s.split(t, 2)
+    ii = s.split(i, 5)
+    iii = s.split(ii, 2)
+    ii2 = s.split(i, 2)
+    ii22 = s.split(ii2, 2)
+    s.reorder(t, tt, i, ii2, ii22, ii, iii)
+    return s, i, ii22, (X, Y)
+
+
+def test_parallelize_refuses_what_would_break_a_vectorized_subtree():
+    """A parallel loop is kept whole, so a split tail inside it makes the trip count of a loop in a
+    vectorized subtree vary: the call that creates the conflict says so (either order), and the
+    plan is left as it was (found by accpy.testing's plan strategy)."""
+    s, i, ii22, args = _split_stencil()
+    p = s.create_plan()
+    p.vectorize(ii22)
+    with pytest.raises(acc.ScheduleError, match=r"parallelize\(i\): a parallel loop is not split.*vectorize\(ii22\)"):
+        p.parallelize(i)
+    assert p.parallel is None
+    assert "kernel" in p.emit_c()  # the vectorized plan still builds
+
+    s, i, ii22, args = _split_stencil()
+    p = s.create_plan()
+    p.parallelize(i)
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(ii22\).*not a compile-time constant"):
+        p.vectorize(ii22)
+    assert "kernel" in p.emit_c()  # the parallel plan still builds

@@ -129,24 +129,32 @@ __all__ = ["Visitor", "Mutator", "Substitute", "substitute", "free_vars", "buffe
            "Expr", "Stmt", "Buffer"]
 
 
+def _child_nodes(n):
+    """The IR nodes directly under `n`, in evaluation order (a store: its value, then its subscripts)."""
+    if isinstance(n, (Store, VStore)):
+        yield n.value
+        yield from (ix for ix in n.indices if isinstance(ix, Node))
+        return
+    for _, v in _children(n):
+        if isinstance(v, Node):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, Node))
+
+
+def walk(node):
+    """Every node of the tree under `node` (itself first), outer before inner, in evaluation order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(_child_nodes(n))))
+
+
 def nodes_of(node, types) -> list:
     """Every node of the tree under `node` (itself included) that is an instance of `types`,
-    in visiting order (outer before inner, left to right)."""
-    out = []
-
-    def walk(n):
-        if isinstance(n, types):
-            out.append(n)
-        for _, v in _children(n):
-            if isinstance(v, Node):
-                walk(v)
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, Node):
-                        walk(x)
-
-    walk(node)
-    return out
+    in `walk` order."""
+    return [n for n in walk(node) if isinstance(n, types)]
 
 
 def substitute_indices(node, mapping: dict):
@@ -187,28 +195,5 @@ def accesses(node, buffer: Optional[Buffer] = None) -> list:
     """Every array access under `node` (of `buffer` only, when given), one per Load / Store node,
     in evaluation order: a store's target first, then the reads of its value, then those of its
     subscripts."""
-    out = []
-
-    def add(n, write):
-        if buffer is None or n.buffer is buffer:
-            out.append(Access(n.buffer, n.indices, write, n))
-
-    def walk(n):
-        if isinstance(n, (Store, VStore)):
-            add(n, True)
-            walk(n.value)
-            for ix in n.indices:
-                walk(ix)
-            return
-        if isinstance(n, (Load, VLoad)):
-            add(n, False)
-        for _, v in _children(n):
-            if isinstance(v, Node):
-                walk(v)
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, Node):
-                        walk(x)
-
-    walk(node)
-    return out
+    return [Access(n.buffer, n.indices, isinstance(n, (Store, VStore)), n) for n in walk(node)
+            if isinstance(n, (Load, VLoad, Store, VStore)) and (buffer is None or n.buffer is buffer)]

@@ -216,9 +216,11 @@ class Plan:
             check_vector(space, pos, f"vectorize({index.name})", unsafe)
         before = list(self._kinds)
         self._mark(index, "vectorized")
-        if pos < len(space.dims) - 1 and any(c.op == "skew" for c in self._schedule._commands):
-            # after a skew, loops inside may run a number of iterations that depends on the
-            # loops outside (triangles) even though the box's extents are constants: only
+        if pos < len(space.dims) - 1 and (self._parallel is not None
+                                          or any(c.op == "skew" for c in self._schedule._commands)):
+            # after a skew, or inside a parallel loop (kept whole: one parallel region), loops
+            # inside may run a number of iterations that depends on the loops outside
+            # (triangles, split tails) even though the box's extents are constants: only
             # lowering tells; do it now so the error comes from this call, not the build
             try:
                 self.lower("vectorize_check")
@@ -306,7 +308,19 @@ class Plan:
                 raise ValueError(f"parallelize: {ix.name} is already {self._kind_of(ix)}")
         self._check_parallel_races(indices, unsafe)
         threads = self._target.num_threads if max_threads is None else min(max_threads, self._target.num_threads)
-        self._parallel = (tuple(indices), policy, max(threads, 1))
+        previous, self._parallel = self._parallel, (tuple(indices), policy, max(threads, 1))
+        if any(k == "vectorized" for _, k in self._kinds):
+            # a parallel loop is kept whole (not cut into full tiles and tails): the loops of a
+            # vectorized subtree inside it may then run a varying number of iterations; lower
+            # now so that this call, not the build, says so
+            try:
+                self.lower("parallelize_check")
+            except (ScheduleError, ValueError) as e:
+                if "vectorize(" in str(e):
+                    self._parallel = previous
+                    names = ", ".join(ix.name for ix in indices)
+                    raise ScheduleError(f"parallelize({names}): a parallel loop is not split into full tiles "
+                                        f"and a tail, and inside it {e}") from None
 
     def _check_parallel_races(self, indices, unsafe: bool) -> None:
         """Refuse parallel loops on which two threads would touch one element (one writing),
