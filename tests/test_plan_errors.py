@@ -557,3 +557,33 @@ def test_parallelize_refuses_what_would_break_a_vectorized_subtree():
     with pytest.raises(acc.ScheduleError, match=r"vectorize\(ii22\).*not a compile-time constant"):
         p.vectorize(ii22)
     assert "kernel" in p.emit_c()  # the parallel plan still builds
+
+
+def test_cache_inside_a_vectorized_subtree_is_refused_by_the_call():
+    """A one-element cache of C at k inside vectorize(j) is filled and reduced into by every lane:
+    the call that creates the conflict says so, in either order, and leaves the plan buildable
+    (found by accpy.testing's plan strategy in samples/property_test_example.py)."""
+    def plan_of():
+        A = acc.Array(role=acc.Role.INPUT, shape=(24, 16), name="A")
+        B = acc.Array(role=acc.Role.INPUT, shape=(16, 20), name="B")
+        C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(24, 20), name="C")
+        nest = acc.Nest(shape=(24, 20, 16))
+        i, j, k = nest.get_indices()
+
+        @nest.iteration_logic
+        def _():
+            C[i, j] += acc.max(A[i, k] * B[k, j], 0.0)
+
+        return nest.create_schedule().create_plan(), (A, B, C), (i, j, k)
+
+    p, (A, B, C), (i, j, k) = plan_of()
+    p.vectorize(j)
+    with pytest.raises(acc.ScheduleError, match=r"cache of C at index k: with it, vectorize\(j\)"):
+        p.cache(C, index=k)
+    assert p.caches == () and "kernel" in p.emit_c()
+
+    p, (A, B, C), (i, j, k) = plan_of()
+    p.cache(C, index=k)
+    with pytest.raises(acc.ScheduleError, match=r"vectorize\(j\): two statements reduce"):
+        p.vectorize(j)
+    assert "kernel" in p.emit_c()

@@ -216,12 +216,13 @@ class Plan:
             check_vector(space, pos, f"vectorize({index.name})", unsafe)
         before = list(self._kinds)
         self._mark(index, "vectorized")
-        if pos < len(space.dims) - 1 and (self._parallel is not None
+        if pos < len(space.dims) - 1 and (self._parallel is not None or self._cache_inside(pos)
                                           or any(c.op == "skew" for c in self._schedule._commands)):
             # after a skew, or inside a parallel loop (kept whole: one parallel region), loops
             # inside may run a number of iterations that depends on the loops outside
-            # (triangles, split tails) even though the box's extents are constants: only
-            # lowering tells; do it now so the error comes from this call, not the build
+            # (triangles, split tails) even though the box's extents are constants, and a
+            # cache's copies may land inside the vectorized subtree: only lowering tells; do
+            # it now so the error comes from this call, not the build
             try:
                 self.lower("vectorize_check")
             except (ScheduleError, ValueError) as e:
@@ -229,6 +230,18 @@ class Plan:
                     self._kinds = before
                     raise
 
+
+    def _vectorized_subtrees(self) -> list:
+        """Positions of the vectorized loops with loops inside them (their subtrees are unrolled)."""
+        space = self._schedule.space
+        pos = [space.position(ix) for ix, k in self._kinds if k == "vectorized"]
+        return [p for p in pos if p is not None and p < len(space.dims) - 1]
+
+    def _cache_inside(self, pos: int) -> bool:
+        """Whether some cache's key-slice lies inside the loop at `pos` (its copies would be in that
+        loop's body), or may (a budget cache, placed when lowered)."""
+        space = self._schedule.space
+        return any(c.index is None or (space.position(c.index) or 0) > pos for c in self._caches)
 
     def _check_vector_subtree(self, index) -> None:
         """The loops inside a vectorized loop are unrolled: constant extents, bounded copies."""
@@ -309,7 +322,7 @@ class Plan:
         self._check_parallel_races(indices, unsafe)
         threads = self._target.num_threads if max_threads is None else min(max_threads, self._target.num_threads)
         previous, self._parallel = self._parallel, (tuple(indices), policy, max(threads, 1))
-        if any(k == "vectorized" for _, k in self._kinds):
+        if self._vectorized_subtrees():
             # a parallel loop is kept whole (not cut into full tiles and tails): the loops of a
             # vectorized subtree inside it may then run a varying number of iterations; lower
             # now so that this call, not the build, says so
@@ -348,6 +361,17 @@ class Plan:
                          level=level, trigger_level=trigger_level, double_buffer=double_buffer,
                          double_buffer_location=double_buffer_location, vectorize=vectorize, strategy=strategy)
         self._caches.append(c)
+        if any(self._cache_inside(p) for p in self._vectorized_subtrees()):
+            # the cache's copies may land inside a vectorized subtree, where they may not fit
+            # (e.g. a one-element cache filled and reduced into by every lane): lower now so
+            # that this call, not the build, says so
+            try:
+                self.lower("cache_check")
+            except (ScheduleError, ValueError) as e:
+                if "vectorize(" in str(e):
+                    self._caches.remove(c)
+                    raise ScheduleError(f"cache of {c.array.name} at index {c.index.name if c.index is not None else '?'}"
+                                        f": with it, {e}") from None
         return c
 
     # -- tensorize ---------------------------------------------------------------------------------
