@@ -385,7 +385,8 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
     for unit in native_units:
         if unit.include:
             cflags = cflags + [f"-I{native_file(unit.include)}"]
-        extra_objs.append(native_unit_object(unit, BASE_CFLAGS))
+        if unit.source is not None:
+            extra_objs.append(native_unit_object(unit, BASE_CFLAGS))
     key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs])
     final = cache_dir() / "lib" / key
     so, ar = final / "lib.so", final / "lib.a"

@@ -86,10 +86,11 @@ class Intrinsic:
 @dataclass(frozen=True)
 class NativeUnit:
     """A C file of native/ compiled into every package that calls the library (e.g. a
-    functional model): `source` and `headers` relative to native/, `include` the directory
-    (relative to native/) kernels need on their include path, `defines` extra -D flags."""
+    functional model): `source` and `headers` relative to native/ (`source` None: headers only),
+    `include` the directory (relative to native/) kernels need on their include path, `defines`
+    extra -D flags."""
 
-    source: str
+    source: Optional[str]
     headers: tuple = ()
     include: str = ""
     defines: tuple = ()
