@@ -120,6 +120,24 @@ ACCPY_INT_HELPERS(uint64_t, uint64_t, 64, u64, 0, UINT64_MAX)
 
 ACCPY_FLOAT_DIVMOD(float, f32, fmodf, floorf, copysignf)
 ACCPY_FLOAT_DIVMOD(double, f64, fmod, floor, copysign)
+/* bfloat16: stored as its 16-bit pattern; a value is the float32 with those upper bits. Every
+ * operation on bfloat16 values is done in float32 and rounded to bfloat16 (nearest even; a NaN
+ * stays a quiet NaN; denormals are kept) -- the correctly rounded bfloat16 result, since float32
+ * has more than twice bfloat16's 8 significand bits. */
+ACCPY_INLINE float accpy_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+ACCPY_INLINE uint16_t accpy_float_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+ACCPY_INLINE float accpy_bf16_round(float f) { return accpy_bf16_to_float(accpy_float_to_bf16(f)); }
+
 ACCPY_INLINE float accpy_min_f32(float a, float b) { return a < b ? a : b; }
 ACCPY_INLINE float accpy_max_f32(float a, float b) { return a > b ? a : b; }
 ACCPY_INLINE double accpy_min_f64(double a, double b) { return a < b ? a : b; }

@@ -63,9 +63,24 @@ def has_vector_code(stmt) -> bool:
 
 
 def c_type(t: ScalarType) -> str:
-    if t is ScalarType.bfloat16:
-        raise NotImplementedError("bfloat16 arithmetic is not supported by the C emitter yet")
+    """The C type that stores values of `t` (bfloat16: its 16-bit pattern, uint16_t; its values
+    are computed with as float, each operation rounded: see accpy_runtime.h)."""
     return t.c_name
+
+
+def bf16_round(v: float) -> float:
+    """`v` (through float32) rounded to bfloat16 as accpy_float_to_bf16 does, as a float."""
+    u = int(np.float32(v).view(np.uint32))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        bits = (u >> 16) | 0x40
+    else:
+        bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+    return float(np.uint32(bits << 16).view(np.float32))
+
+
+def _bf16(t: ScalarType, s: str) -> str:
+    """A float-valued C expression of type `t` rounded to bfloat16 when `t` is bfloat16."""
+    return f"accpy_bf16_round({s})" if t is ScalarType.bfloat16 else s
 
 
 def _narrow(t: ScalarType) -> bool:
@@ -165,6 +180,8 @@ class CEmitter(VectorEmitter):
 
     def e_Const(self, e: Const) -> str:
         t = e.dtype
+        if t is ScalarType.bfloat16:
+            return float_literal(bf16_round(e.value), ScalarType.float32)
         if t.is_float:
             return float_literal(e.value, t)
         if t is ScalarType.bool:
@@ -183,10 +200,11 @@ class CEmitter(VectorEmitter):
         return f"(({c_type(t)}){v})"
 
     def e_Var(self, v: Var) -> str:
-        return self.var(v)
+        return self.var(v) if v.dtype is not ScalarType.bfloat16 else f"accpy_bf16_to_float({self.var(v)})"
 
     def e_Load(self, e: Load) -> str:
-        return f"{self.buf(e.buffer)}[{self.offset(e.buffer, e.indices)}]"
+        s = f"{self.buf(e.buffer)}[{self.offset(e.buffer, e.indices)}]"
+        return s if e.buffer.dtype is not ScalarType.bfloat16 else f"accpy_bf16_to_float({s})"
 
     def e_BinOp(self, e: BinOp) -> str:
         t = e.dtype
@@ -224,7 +242,7 @@ class CEmitter(VectorEmitter):
                 s = f"accpy_{op}_{fsfx}({a}, {b})"
             else:
                 raise NotImplementedError(f"float op {op}")
-            return f"(({c_type(t)}){s})" if _narrow(t) else s
+            return f"(({c_type(t)}){s})" if _narrow(t) else _bf16(t, s)
         # integers (and bool)
         if op in _ARITH:
             s = f"({a} {_ARITH[op]} {b})"
@@ -251,6 +269,10 @@ class CEmitter(VectorEmitter):
             return f"({v} != 0)"
         if src.is_float and dst.is_int:
             return f"accpy_from_f64_{_SFX[dst] if dst is not ScalarType.index else 'i64'}((double)({v}))"
+        if dst is ScalarType.bfloat16:
+            return f"accpy_bf16_round((float)({v}))"  # (from float64: through float32)
+        if src is ScalarType.bfloat16 and dst is ScalarType.float32:
+            return v  # already the float it stands for
         return f"(({c_type(dst)})({v}))"
 
     def e_Call(self, e: Call) -> str:
@@ -268,6 +290,8 @@ class CEmitter(VectorEmitter):
                     fn = "rint"
                 return f"{fn}({', '.join(args)})"
             fn = _MATH_F32[e.fn]
+            if t is ScalarType.bfloat16:
+                return f"accpy_bf16_round({fn}({', '.join(args)}))"
             if t is ScalarType.float16:
                 return f"((_Float16){fn}({', '.join('(float)' + a for a in args)}))"
             return f"{fn}({', '.join(args)})"
@@ -339,6 +363,15 @@ class CEmitter(VectorEmitter):
     def s_Store(self, s: Store, depth):
         t = s.buffer.dtype
         target = f"{self.buf(s.buffer)}[{self.offset(s.buffer, s.indices)}]"
+        if t is ScalarType.bfloat16:
+            v = s.value
+            if s.reduce is None and isinstance(v, Load) and v.buffer.dtype is ScalarType.bfloat16:
+                # a copy (e.g. into a cache): the bits as they are (NaN payloads included)
+                self.emit(f"{target} = {self.buf(v.buffer)}[{self.offset(v.buffer, v.indices)}];", depth)
+                return
+            value = self.expr(v if s.reduce is None else BinOp(s.reduce, Load(s.buffer, s.indices), v, t))
+            self.emit(f"{target} = accpy_float_to_bf16({value});", depth)
+            return
         if s.reduce is None:
             self.emit(f"{target} = {self.expr(s.value)};", depth)
             return
@@ -473,7 +506,9 @@ def const_data(b: Buffer, cname: str) -> str:
     strides = [int(to_affine(st).const) for st in b.strides]
     flat = np.zeros(1 + sum((n - 1) * st for n, st in zip(b.data.shape, strides)), b.data.dtype)
     np.lib.stride_tricks.as_strided(flat, b.data.shape, [st * flat.itemsize for st in strides])[...] = b.data
-    if b.dtype.is_float:
+    if b.dtype is ScalarType.bfloat16:
+        vals = ", ".join(str(int(x)) for x in flat.view(np.uint16))  # the 16-bit patterns
+    elif b.dtype.is_float:
         vals = ", ".join(float_literal(float(x), b.dtype) for x in flat)
     elif b.dtype is ScalarType.bool:
         vals = ", ".join("1" if x else "0" for x in flat)

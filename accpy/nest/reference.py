@@ -134,7 +134,34 @@ def _math(fn, a, t):
     return f(_MATH[fn](a))
 
 
-_HELPERS = {"_wrap": _wrap, "_int_div": _int_div, "_int_floordiv": _int_floordiv, "_int_mod": _int_mod,
+# -- bfloat16: values are float32s with bfloat16's precision; arrays hold the 16-bit patterns ------
+def _bf16_bits(x) -> np.uint16:
+    """float32(x) rounded to bfloat16 (nearest even; NaN stays a quiet NaN), as its pattern."""
+    u = int(np.float32(x).view(np.uint32))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return np.uint16((u >> 16) | 0x40)
+    return np.uint16(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+
+
+def _bf16_value(bits) -> np.float32:
+    """The float32 a bfloat16 pattern stands for."""
+    return np.uint32(int(bits) << 16).view(np.float32)
+
+
+def _bf16_round(x) -> np.float32:
+    return _bf16_value(_bf16_bits(x))
+
+
+class _BF16Values:
+    """What the generated code calls `T.dtype.type` for bfloat16: rounding to a bfloat16 value."""
+
+    class dtype:  # noqa: N801  (stands for a numpy dtype)
+        type = staticmethod(_bf16_round)
+
+    is_float, is_int, name = True, False, "bfloat16"
+
+
+_HELPERS = {"_bf16_bits": _bf16_bits, "_bf16_value": _bf16_value, "_wrap": _wrap, "_int_div": _int_div, "_int_floordiv": _int_floordiv, "_int_mod": _int_mod,
             "_int_pow": _int_pow, "_float_mod": _float_mod, "_float_floordiv": _float_floordiv, "_shl": _shl, "_shr": _shr,
             "_cast": _cast, "_abs": _abs, "_math": _math, "np": np, "ScalarType": ScalarType}
 
@@ -166,14 +193,15 @@ class _PyGen:
 
     def type_ref(self, t: ScalarType) -> str:
         key = f"T_{t.name}"
-        self.types[key] = t
+        self.types[key] = t if t is not ScalarType.bfloat16 else _BF16Values
         return key
 
     def const(self, c: Const) -> str:
         if c.dtype is ScalarType.index:
             return str(int(c.value))
         key = f"c{len(self.consts)}"
-        self.consts[key] = np.bool_(c.value) if c.dtype is ScalarType.bool else c.dtype.dtype.type(c.value)
+        self.consts[key] = (np.bool_(c.value) if c.dtype is ScalarType.bool else
+                            _bf16_round(c.value) if c.dtype is ScalarType.bfloat16 else c.dtype.dtype.type(c.value))
         return key
 
     def index(self, e) -> str:
@@ -198,11 +226,10 @@ class _PyGen:
         if isinstance(e, Const):
             return self.const(e)
         if isinstance(e, Var):
-            if e.dtype is ScalarType.index:
-                return self.name(e)
-            return self.name(e)
+            return self.name(e) if e.dtype is not ScalarType.bfloat16 else f"_bf16_value({self.name(e)})"
         if isinstance(e, Load):
-            return f"{self.buf(e.buffer)}[{', '.join(self.index(i) for i in e.indices)}]"
+            s = f"{self.buf(e.buffer)}[{', '.join(self.index(i) for i in e.indices)}]"
+            return s if e.buffer.dtype is not ScalarType.bfloat16 else f"_bf16_value({s})"
         if isinstance(e, BinOp):
             if t is ScalarType.index and _plain_index_op(e):
                 return self.index(e)
@@ -274,9 +301,10 @@ class _PyGen:
 def _store_line(g: _PyGen, st) -> str:
     target = f"{g.buf(st.buffer)}[{', '.join(g.index(i) for i in st.indices)}]"
     if st.reduce is None:
-        return f"{target} = {g.expr(st.value)}"
-    cur = Load(st.buffer, st.indices)
-    return f"{target} = {g.expr(BinOp(st.reduce, cur, st.value, st.buffer.dtype))}"
+        value = g.expr(st.value)
+    else:
+        value = g.expr(BinOp(st.reduce, Load(st.buffer, st.indices), st.value, st.buffer.dtype))
+    return f"{target} = {value}" if st.buffer.dtype is not ScalarType.bfloat16 else f"{target} = _bf16_bits({value})"
 
 
 def compile_reference(nests):
