@@ -73,6 +73,11 @@ def cache_loop_vars(request) -> set:
             out.update(space.vars)
             continue
         out.add(space.dims[n - c.level].var)
+        if c.memory is not None:
+            # a target-memory cache groups the pieces of its site loop that are consecutive
+            # siblings: the loops around the site stay, so that pieces of different outer
+            # iterations (a one-iteration tail loop) are never taken for one key-slice
+            out.update(d.var for d in space.dims[:n - c.level])
         if c.trigger_level is not None:
             # the loops between trigger and site index a multicache's panels
             out.update(d.var for d in space.dims[n - c.trigger_level:n - c.level + 1])

@@ -12,7 +12,7 @@ from ..ir.kinds import HostMemory
 from ..ir.affine import to_affine
 from ..ir.expr import Const, Load, Var, as_int
 from ..ir.stmt import For, Store
-from ..ir.visitor import Mutator
+from ..ir.visitor import Mutator, accesses
 from ..targets.library import memory
 
 
@@ -20,12 +20,31 @@ def is_target_buffer(buf) -> bool:
     return buf is not None and buf.memory not in (HostMemory.GLOBAL, HostMemory.LOCAL, HostMemory.HEAP) and memory(buf.memory) is not None
 
 
-def lower_target_memories(stmt, library, buffers, describe):
+def lower_target_memories(stmt, library, buffers, describe, requests=()):
     """Returns (stmt, layouts): layouts of the target buffers, copies lowered to transfers."""
-    layouts = library.place([b for b in buffers if is_target_buffer(b)], describe)
+    targets = [b for b in buffers if is_target_buffer(b)]
+    layouts = library.place(targets, describe, roles=tensorize_roles(stmt, targets, requests))
     if not layouts:
         return stmt, layouts
     return _Copies(library, layouts, describe).visit(stmt), layouts
+
+
+def tensorize_roles(stmt, buffers, requests) -> dict:
+    """{buffer: per dimension, the position (0, 1, 2: i, j, k) of the tensorized index its
+    subscripts follow, or None}, from the accesses of each buffer in `stmt` (first one wins)."""
+    roles = [v for vars_, _ in requests for v in vars_]
+    out: dict = {}
+    for a in accesses(stmt):
+        if a.buffer not in buffers or a.buffer in out:
+            continue
+        dims = []
+        for ix in a.indices:
+            aff = to_affine(ix)
+            hit = [k % 3 for k, v in enumerate(roles) if aff is not None and aff.coef(v)]
+            dims.append(hit[0] if len(set(hit)) == 1 else None)
+        if any(d is not None for d in dims):
+            out[a.buffer] = tuple(dims)
+    return out
 
 
 def _perfect_nest(f: For):

@@ -387,7 +387,8 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
             cflags = cflags + [f"-I{native_file(unit.include)}"]
         if unit.source is not None:
             extra_objs.append(native_unit_object(unit, BASE_CFLAGS))
-    key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs])
+    headers = [native_file(h).read_text() for unit in native_units for h in unit.headers]
+    key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs], *headers)
     final = cache_dir() / "lib" / key
     so, ar = final / "lib.so", final / "lib.a"
     if _cache_hit(final, ["lib.so", "lib.a"]):

@@ -146,8 +146,9 @@ class TargetLibrary:
         """ValueError unless the statement `store` of a tensorized part can become tiles."""
 
     # the hooks of the generic passes lower/target_memory.py and lower/tensorize.py
-    def place(self, buffers, describe) -> dict:
-        """Addresses of the caches in this library's memories: {buffer: layout}."""
+    def place(self, buffers, describe, roles=None) -> dict:
+        """Addresses of the caches in this library's memories: {buffer: layout}. `roles`: {buffer:
+        per dimension, which tensorized index (0, 1, 2: i, j, k) its subscripts follow, or None}."""
         raise NotImplementedError(f"{self.name} has no memories")
 
     def copy_in(self, layout, source, origin, extents, what: str):

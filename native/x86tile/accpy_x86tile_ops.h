@@ -101,6 +101,8 @@ static inline int accpy_amx_begin(void) {
         uint8_t accpy_amx_image_[64] __attribute__((aligned(64)));                                   \
         ACCPY_AMX_SHAPES(r0, c0, r1, c1, r2, c2, r3, c3, r4, c4, r5, c5, r6, c6, r7, c7);             \
         accpy_amx_config_image(accpy_amx_image_, accpy_amx_rows_, accpy_amx_colsb_);                  \
+        /* the compiler does not see LDTILECFG read the image: keep its stores */                     \
+        __asm__ __volatile__("" : : "m"(accpy_amx_image_) : "memory");                                 \
         _tile_loadconfig(accpy_amx_image_);                                                           \
     } while (0)
 #define accpy_amx_loadd(t, base, stride) _tile_loadd(t, (base), (stride))

@@ -39,7 +39,7 @@ class GemminiLibrary(TargetLibrary):
     def check_tensorize(self, store, what: str) -> None:
         matmul_operands(store, what)
 
-    def place(self, buffers, describe) -> dict:
+    def place(self, buffers, describe, roles=None) -> dict:
         return layout.place(buffers, describe)
 
     def copy_in(self, lay, source, origin, extents, what: str):

@@ -9,7 +9,8 @@ uses the functional model (native/x86tile/accpy_x86tile.h), bit for bit the same
 from __future__ import annotations
 
 from ..library import NativeUnit, TargetLibrary, register_library
-from . import machine  # noqa: F401  (the numpy semantics)
+from . import machine, tiles  # noqa: F401  (the numpy semantics)
+from ..library import LibraryPass
 from .intrinsics import EMULATED, FEATURES, HARDWARE, INTRINSICS, SPACE, TILE_MEMORY  # noqa: F401
 
 EMULATE = ("x86tile", "emulate")
@@ -38,18 +39,51 @@ def available(target, op: str) -> bool:
 
 
 class X86TileLibrary(TargetLibrary):
-    """The x86 tile unit and VNNI / BF16 dot products (the instructions, or their model)."""
+    """The x86 tile unit: its instructions (`emulate=False`) or its functional model."""
 
-    name = "x86 tile"
     memories = (TILE_MEMORY,)
-    intrinsics = INTRINSICS
+
+    def __init__(self, emulate: bool):
+        self.emulate = emulate
+        self.ops = EMULATED if emulate else HARDWARE
+        self.intrinsics = tuple(self.ops.values())
+        self.name = "x86 tile (model)" if emulate else "x86 tile"
 
     def applies_to(self, target) -> bool:
-        return target.is_cpu and (emulated(target) or target.has("amx_tile") or target.has("avx512_vnni")
-                                  or target.has("avx512_bf16"))
+        if not target.is_cpu:
+            return False
+        return emulated(target) if self.emulate else (not emulated(target) and target.has("amx_tile"))
+
+    def tensor_intrinsic(self, spec):
+        return tiles.tensor_intrinsic(spec)
+
+    def check_tensorize(self, store, what: str) -> None:
+        tiles.matmul_operands(store, what)
+
+    def place(self, buffers, describe, roles=None) -> dict:
+        return tiles.place(buffers, describe, roles)
+
+    def copy_in(self, layout, source, origin, extents, what: str):
+        return tiles.copy_in(self.ops, layout, source, origin, extents, what)
+
+    def copy_out(self, layout, dest, origin, extents, what: str):
+        return tiles.copy_out(self.ops, layout, dest, origin, extents, what)
+
+    def match_tile(self, loops, store, roles, layouts, what: str):
+        return tiles.match_tile(loops, store, roles, layouts, what)
+
+    def tile_calls(self, tile, first_iteration=None):
+        return tiles.tile_calls(self.ops, tile)
+
+    def unmatched(self, store, what: str) -> str:
+        return (f"{what}: the statement into {store.buffer.name} reads a tile register in a way the tile unit "
+                f"cannot (only C[i, j] += A[i, k] * B[k, j] and the copies of the caches)")
+
+    def lowering_passes(self) -> tuple:
+        return (LibraryPass("x86 tile call bracket", "configs", lambda body: tiles.bracket(self.ops, body)),)
 
     def native_units(self) -> tuple:
-        return (NativeUnit(None, include="x86tile"),)
+        return (NativeUnit(None, ("x86tile/accpy_x86tile_ops.h", "x86tile/accpy_x86tile.h"), include="x86tile"),)
 
     def check_cache_location(self, target, location) -> None:
         if location is SPACE and not (emulated(target) or target.has("amx_tile")):
@@ -57,4 +91,5 @@ class X86TileLibrary(TargetLibrary):
                              f"acc.Target.HOST(extra=(('x86tile', 'emulate'),)) runs the functional model)")
 
 
-X86TILE = register_library(X86TileLibrary())
+X86TILE = register_library(X86TileLibrary(emulate=False))
+X86TILE_MODEL = register_library(X86TileLibrary(emulate=True))

@@ -1,0 +1,161 @@
+"""plan.tensorize onto the x86 tile unit: int8 (every signedness) and bfloat16 matmuls with A, B and
+C cached in tile registers, full and partial tiles, exact against numpy and the reference; on the
+functional model always, on the CPU's own AMX where this process may use it (else skipped, saying
+why); and the errors that name what did not match."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy.nest.reference import evaluate
+from accpy.targets import x86tile
+
+S = acc.ScalarType
+TILE = acc.MemorySpace.AMX_TILE
+
+
+def _targets():
+    out = [pytest.param(x86tile.emulating(acc.Target.HOST), id="model")]
+    host = acc.Target.HOST
+    why = "" if all(host.has(f) for f in ("amx_tile", "amx_int8", "amx_bf16")) else "this CPU has no AMX"
+    out.append(pytest.param(host, id="amx", marks=pytest.mark.skipif(bool(why), reason=why or "-")))
+    return out
+
+
+def _matmul(M, N, K, ta, tb, tc, cast_to):
+    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += acc.cast(A[i, k], cast_to) * acc.cast(B[k, j], cast_to)
+
+    return nest, (A, B, C), (i, j, k)
+
+
+def _tile_plan(nest, args, idx, target, kdepth=64):
+    i, j, k = idx
+    A, B, C = args
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, kdepth)
+    s.reorder(i, j, k, ii, jj, kk)
+    p = s.create_plan(target)
+    for X in (C, A, B):
+        p.cache(X, index=ii, location=TILE)
+    p.tensorize(indices=(ii, jj, kk))
+    return p
+
+
+def _run(plan, args, data, tmp_path, name):
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build(name, output_dir=tmp_path, python_module=False, progress=False)
+    out = [d.copy() for d in data]
+    lib.mm(*out)
+    return out
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("ta, tb", [(S.uint8, S.int8), (S.int8, S.int8), (S.int8, S.uint8), (S.uint8, S.uint8)])
+@pytest.mark.parametrize("shape", [(32, 32, 128), (40, 48, 136), (7, 5, 3)])
+def test_int8_matmul_on_tiles_is_exact(target, ta, tb, shape, tmp_path):
+    M, N, K = shape
+    nest, args, idx = _matmul(M, N, K, ta, tb, S.int32, S.int32)
+    plan = _tile_plan(nest, args, idx, target)
+    rng = np.random.default_rng(M * N + K)
+    a = rng.integers(np.iinfo(ta.dtype).min, np.iinfo(ta.dtype).max + 1, (M, K)).astype(ta.dtype)
+    b = rng.integers(np.iinfo(tb.dtype).min, np.iinfo(tb.dtype).max + 1, (K, N)).astype(tb.dtype)
+    c = rng.integers(-2 ** 31, 2 ** 31, (M, N), dtype=np.int64).astype(np.int32)
+    got = _run(plan, args, [a, b, c], tmp_path, f"t{ta.name}{tb.name}")[2]
+    want = ((c.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    assert np.array_equal(got, want)  # int32 wraparound included
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("shape", [(32, 32, 64), (19, 21, 45)])
+def test_bf16_matmul_on_tiles_matches_the_instruction(target, shape, tmp_path):
+    """Float32 sums of bf16 products in the tile unit's order (even / odd pairs, denormals as
+    zero): bit-exact against the numpy model of TDPBF16PS applied tile by tile, and close to the
+    reference evaluator's sequential sum."""
+    from accpy.targets.x86tile import machine as mc
+
+    M, N, K = shape
+    nest, args, idx = _matmul(M, N, K, S.bfloat16, S.bfloat16, S.float32, S.float32)
+    plan = _tile_plan(nest, args, idx, target, kdepth=32)
+    rng = np.random.default_rng(K)
+    a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
+    b = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    got = _run(plan, args, [a, b, c], tmp_path, "tbf16")[2]
+    # the same computation tile by tile with the instruction's numpy model (zero-padded tiles)
+    want = c.copy()
+    for i0 in range(0, M, 16):
+        for j0 in range(0, N, 16):
+            for k0 in range(0, K, 32):
+                A = np.zeros((16, 32), np.uint16)
+                B = np.zeros((32, 16), np.uint16)
+                A[:min(16, M - i0), :min(32, K - k0)] = a[i0:i0 + 16, k0:k0 + 32]
+                B[:min(32, K - k0), :min(16, N - j0)] = b[k0:k0 + 32, j0:j0 + 16]
+                Bv = B.reshape(16, 2, 16).transpose(0, 2, 1).reshape(16, 32)  # pairs of k per column
+                Cb = np.zeros((16, 16), np.float32)
+                Cb[:min(16, M - i0), :min(16, N - j0)] = want[i0:i0 + 16, j0:j0 + 16]
+                Cb = mc.tile_dpbf16ps(Cb, A, Bv)
+                want[i0:i0 + 16, j0:j0 + 16] = Cb[:min(16, M - i0), :min(16, N - j0)]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    ref = c.copy()
+    evaluate([nest], {args[0]: a, args[1]: b, args[2]: ref})
+    assert np.allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_tensorize_says_what_did_not_match():
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, args, idx = _matmul(32, 32, 64, S.float32, S.float32, S.float32, S.float32)
+    i, j, k = idx
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64)
+    s.reorder(i, j, k, ii, jj, kk)
+    p = s.create_plan(target)
+    with pytest.raises(ValueError, match="A is float32; with float32 accumulators the tile unit takes bfloat16"):
+        p.tensorize(indices=(ii, jj, kk))
+    with pytest.raises(ValueError, match="no intrinsic 'amx.fp8'"):
+        p.tensorize(indices=(ii, jj, kk), intrinsic="amx.fp8")
+
+    nest, args, idx = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    i, j, k = idx
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 32), s.split(k, 64)
+    s.reorder(i, j, k, ii, jj, kk)
+    with pytest.raises(ValueError, match="runs 32 iterations"):
+        s.create_plan(target).tensorize(indices=(ii, jj, kk))
+
+    # an operand not in a tile register
+    p = _tile_plan(*_matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32), target)
+    A, B, C = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)[1]
+    nest, args, idx = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    i, j, k = idx
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64)
+    s.reorder(i, j, k, ii, jj, kk)
+    p = s.create_plan(target)
+    p.cache(args[2], index=ii, location=TILE)
+    p.cache(args[0], index=ii, location=TILE)
+    p.tensorize(indices=(ii, jj, kk))
+    with pytest.raises(ValueError, match="B must be cached in AMX_TILE as the B operand"):
+        p.emit_c()
+
+
+def test_a_cpu_without_amx_gets_a_clear_error_at_plan_time():
+    plain = acc.Target("Intel 7900X")  # AVX-512 without AMX
+    nest, args, idx = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    i, j, k = idx
+    s = nest.create_schedule()
+    ii = s.split(i, 16)
+    p = s.create_plan(plain)
+    with pytest.raises(ValueError, match="has no AMX_TILE memory"):
+        p.cache(args[0], index=ii, location=TILE)
+    with pytest.raises(ValueError, match="no tensor instructions"):
+        p.tensorize(indices=(ii, j, k))
