@@ -91,7 +91,7 @@ def _sample_kernels():
     return out
 
 
-def _run_under_sanitizers(tmp_path: Path, mode, kernels=None) -> None:
+def _run_under_sanitizers(tmp_path: Path, mode, kernels=None, includes=()) -> None:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
     if not _sanitizers_available(tmp_path):
@@ -114,7 +114,8 @@ def _run_under_sanitizers(tmp_path: Path, mode, kernels=None) -> None:
     work.mkdir()
     driver = write_driver(work, name, cases)
     exe = work / "driver"
-    cmd = ["gcc", *SAN_FLAGS, f"-I{out}", str(out / f"{name}.c"), str(driver), "-o", str(exe), "-lm"]
+    cmd = ["gcc", *SAN_FLAGS, f"-I{out}", *[f"-I{d}" for d in includes], str(out / f"{name}.c"), str(driver), "-o",
+           str(exe), "-lm"]
     if openmp:
         cmd.insert(1, "-fopenmp")
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -405,3 +406,51 @@ def rnd_pick(seq, u):
 def test_random_trigger_caches_are_memory_safe(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _random_trigger_kernels(seed=11, count=40))
+
+
+def _tile_kernel(M, N, K_, ta, tb, base_name):
+    """An int8 matmul tensorized onto the x86 tile unit's functional model (A, B, C in tiles;
+    partial tiles go through scratch blocks)."""
+    from accpy.targets import x86tile
+
+    S = acc.ScalarType
+    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K_), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K_, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int32, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K_))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += acc.cast(A[i, k], S.int32) * acc.cast(B[k, j], S.int32)
+
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64)
+    s.reorder(j, k, i, ii, jj, kk)
+    plan = s.create_plan(x86tile.emulating(acc.Target.HOST))
+    plan.cache(B, index=i, location=acc.MemorySpace.AMX_TILE)
+    plan.cache(A, index=ii, location=acc.MemorySpace.AMX_TILE)
+    plan.cache(C, index=ii, location=acc.MemorySpace.AMX_TILE)
+    plan.tensorize(indices=(ii, jj, kk))
+
+    def inputs(rng):
+        return {"A": rng.integers(-100, 100, (M, K_)).astype(ta.dtype), "B": rng.integers(-100, 100, (K_, N)).astype(tb.dtype),
+                "C": rng.integers(-1000, 1000, (M, N)).astype(np.int32)}
+
+    def oracle(v):
+        return {"C": v["C"] + v["A"].astype(np.int32) @ v["B"].astype(np.int32)}
+
+    return K.Kernel(plan, (A, B, C), base_name, inputs=inputs, oracle=oracle)
+
+
+def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
+    """Tensorized int8 matmuls on the tile unit's model (full and partial tiles, scratch blocks,
+    VNNI packing of B) under AddressSanitizer and UBSan."""
+    from accpy.paths import native_dir
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    S = acc.ScalarType
+    kernels = [_tile_kernel(32, 32, 128, S.int8, S.int8, "tile_full"),
+               _tile_kernel(37, 21, 70, S.int8, S.int8, "tile_partial"),
+               _tile_kernel(5, 3, 9, S.int8, S.int8, "tile_small")]
+    _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, kernels, includes=[native_dir() / "x86tile"])
