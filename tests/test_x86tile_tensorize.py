@@ -159,3 +159,23 @@ def test_a_cpu_without_amx_gets_a_clear_error_at_plan_time():
         p.cache(args[0], index=ii, location=TILE)
     with pytest.raises(ValueError, match="no tensor instructions"):
         p.tensorize(indices=(ii, j, k))
+
+
+def test_lowp_benchmark_runs(tmp_path):
+    """benchmarks/lowp.py checks its kernels against numpy, then prints a JSON line per kernel (or
+    one saying why it skipped: no AMX, or no MKL without the bench extra)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(root))
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "lowp.py"), "--sizes", "64", "--repeat", "1"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    assert lines
+    for x in lines:
+        assert "skipped" in x or (x["accpy_gops"] > 0 and x["mkl_gops"] > 0 and x["dtype"] in ("int8", "bf16"))
