@@ -194,10 +194,15 @@ def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str):
         return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)), zero=True)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
     s = _scratch(src.dtype, (mc.ROWS, mc.COLSB // 4, g))
+    load = _call(ops["loadd"], t, Load(s, (Const(0), Const(0), Const(0))), mc.COLSB)
+    if _full(exts, (mc.ROWS * g, mc.COLSB // 4)):
+        # a full tile: every slot written, in the scratch block's order (no zeroing, no division)
+        fill = _loops((Const(mc.ROWS), Const(mc.COLSB // 4), Const(g)), lambda kq, c, q: Store(
+            s, (kq, c, q), Load(src, at(idx_op("add", idx_op("mul", kq, Const(g)), q), c))))
+        return Alloc(s, block(fill, load), zero=False)
     fill = _loops(exts, lambda r, c: Store(s, (idx_op("floordiv", r, Const(g)), c, idx_op("mod", r, Const(g))),
                                            Load(src, at(r, c))))
-    return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0), Const(0))), mc.COLSB)),
-                 zero=True)
+    return Alloc(s, block(fill, load), zero=True)
 
 
 def copy_out(ops, lay: Layout, dst: Buffer, origin, exts, what: str):
