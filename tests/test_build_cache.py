@@ -253,3 +253,27 @@ def test_compile_failures_name_output_dir(tmp_path, monkeypatch):
                                                rf"{tmp_path / 'o' / 'bad.c'}\)"):
         _package(2.0).build("bad", output_dir=tmp_path / "o", python_module=False)
     assert "accpy_broken" in (tmp_path / "o" / "bad.c").read_text()
+
+
+def test_a_shared_library_only_build_makes_no_archive(tmp_path, monkeypatch):
+    """HAT_DYNAMIC without a Python module skips the static archive (accpy.testing builds this
+    way); it is cached under its own key, so a later default build still gets its archive."""
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,), name="A")
+    nest = acc.Nest(shape=(8,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i] += 1.0
+
+    pkg = acc.Package()
+    pkg.add(nest, args=(A,), base_name="inc")
+    lib = pkg.build("shared_only", format=acc.Package.Format.HAT_DYNAMIC, output_dir=tmp_path / "a",
+                    python_module=False, progress=False)
+    x = np.zeros(8, np.float32)
+    lib.inc(x)
+    assert (x == 1).all() and not (tmp_path / "a" / "shared_only.a").exists()
+    assert not list((tmp_path / "cache" / "lib").glob("*/lib.a"))
+    pkg.build("with_archive", output_dir=tmp_path / "b", python_module=False, progress=False)
+    assert (tmp_path / "b" / "with_archive.a").exists()

@@ -367,14 +367,16 @@ def vector_header_pch(cflags: list, text: str) -> Optional[Path]:
 
 
 def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
-              progress=None, native_units=(), precompile: Optional[str] = None) -> Library:
+              progress=None, native_units=(), precompile: Optional[str] = None, archive: bool = True) -> Library:
     """Compile C source into a shared library and a static archive (cached).
 
     `units`: the same code split into translation units (see sources.c_source), compiled
     in parallel on all cores; `progress(done, total)` is called as units finish.
     `native_units`: target libraries' native files the code calls (e.g. a functional model),
     each compiled once (cached) and linked in. `precompile`: C text to precompile and include
-    (the vector ISA's header) when the code has vector statements.
+    (the vector ISA's header) when the code has vector statements. `archive`: also the static
+    archive (what HAT_STATIC packages and Python modules link); without it, the build is cached
+    under its own key, holding the shared library only.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -388,11 +390,12 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         if unit.source is not None:
             extra_objs.append(native_unit_object(unit, BASE_CFLAGS))
     headers = [native_file(h).read_text() for unit in native_units for h in unit.headers]
-    key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs], *headers)
+    key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs], *headers,
+                    *([] if archive else ["shared library only"]))  # (entries never lack what they promise)
     final = cache_dir() / "lib" / key
     so, ar = final / "lib.so", final / "lib.a"
-    if _cache_hit(final, ["lib.so", "lib.a"]):
-        return Library(key, so, ar, True, 0.0, cflags)
+    if _cache_hit(final, ["lib.so", "lib.a"] if archive else ["lib.so"]):
+        return Library(key, so, ar if archive else None, True, 0.0, cflags)
     t0 = time.perf_counter()
     texts = list(units) if units else [source]
     with build_directory(cache_dir() / "lib") as tmp:
@@ -426,11 +429,12 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         objs = objs + list(extra_objs)
         _run([CC, "-shared", *map(str, objs), "-o", str(tmp / "lib.so"), "-lm", "-lpthread"] +
              (["-fopenmp"] if openmp else []), display_path, str(srcs[0]), "linking")
-        _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
+        if archive:
+            _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
         for p in srcs + objs[:len(srcs)]:
             p.unlink()  # (the entry holds what is used: the library and the archive)
         _publish(tmp, final)
-    return Library(key, so, ar, False, time.perf_counter() - t0, cflags)
+    return Library(key, so, ar if archive else None, False, time.perf_counter() - t0, cflags)
 
 
 class ProgressBar:

@@ -367,7 +367,8 @@ class Package:
                     if t is not None), None)
         try:
             lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar,
-                            native_units=units_of, precompile=pch)
+                            native_units=units_of, precompile=pch,
+                            archive=bool(format & Format.HAT_STATIC) or bool(python_module))
         except CompileError as e:
             # the failed source is kept where the compiler's messages point
             with output_lock(out, name):
