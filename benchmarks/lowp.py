@@ -4,7 +4,7 @@
 
 int8: C (int32) += A (uint8) . B (int8), against MKL's cblas_gemm_s8u8s32; bf16: C (float32) +=
 A . B (bfloat16), against cblas_gemm_bf16bf16f32. accpy's kernel is the tensorized schedule
-(16 x 16 x 64 int8 / 16 x 16 x 32 bf16 tiles; B kept in its tile across the row blocks), checked
+(16 x 16 x 64 int8 / 16 x 16 x 32 bf16 tiles; C kept in its tile across k), checked
 against numpy (int8: exactly) before it is timed. One JSON object per line: kernel, dtype, path,
 shape, threads, accpy_gops, mkl_gops, ratio (accpy / MKL; medians in this process). One thread
 (MKL is pinned to one too). Skips, saying why, where the CPU has no tile unit or MKL is missing.
@@ -42,12 +42,12 @@ def tile_plan(M, N, K, dtype: str):
 
     s = nest.create_schedule()
     ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64 if dtype == "int8" else 32)
-    s.reorder(j, k, i, ii, jj, kk)
+    s.reorder(i, j, k, ii, jj, kk)
     plan = s.create_plan(acc.Target.HOST)
     tile = acc.MemorySpace.AMX_TILE
-    plan.cache(B, index=i, location=tile)  # one packed B tile per (j, k) block, reused down the rows
+    plan.cache(C, index=k, location=tile)  # the accumulator tile stays in its register across k
     plan.cache(A, index=ii, location=tile)
-    plan.cache(C, index=ii, location=tile)
+    plan.cache(B, index=ii, location=tile)  # packed in VNNI order per tile
     plan.tensorize(indices=(ii, jj, kk))
     return plan, (A, B, C)
 

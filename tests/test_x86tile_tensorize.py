@@ -37,7 +37,7 @@ def _matmul(M, N, K, ta, tb, tc, cast_to):
     return nest, (A, B, C), (i, j, k)
 
 
-def _tile_plan(nest, args, idx, target, kdepth=64):
+def _tile_plan(nest, args, idx, target, kdepth=64, c_across_k=False):
     i, j, k = idx
     A, B, C = args
     s = nest.create_schedule()
@@ -45,7 +45,7 @@ def _tile_plan(nest, args, idx, target, kdepth=64):
     s.reorder(i, j, k, ii, jj, kk)
     p = s.create_plan(target)
     for X in (C, A, B):
-        p.cache(X, index=ii, location=TILE)
+        p.cache(X, index=k if (X is C and c_across_k) else ii, location=TILE)
     p.tensorize(indices=(ii, jj, kk))
     return p
 
@@ -61,16 +61,18 @@ def _run(plan, args, data, tmp_path, name):
 
 @pytest.mark.parametrize("target", _targets())
 @pytest.mark.parametrize("ta, tb", [(S.uint8, S.int8), (S.int8, S.int8), (S.int8, S.uint8), (S.uint8, S.uint8)])
-@pytest.mark.parametrize("shape", [(32, 32, 128), (40, 48, 136), (7, 5, 3)])
-def test_int8_matmul_on_tiles_is_exact(target, ta, tb, shape, tmp_path):
+@pytest.mark.parametrize("shape, c_across_k", [((32, 32, 128), False), ((40, 48, 136), False), ((7, 5, 3), False),
+                                               ((40, 48, 200), True)])
+def test_int8_matmul_on_tiles_is_exact(target, ta, tb, shape, c_across_k, tmp_path):
+    """(C across k: the accumulator tile is loaded before the k loop and stored after it.)"""
     M, N, K = shape
     nest, args, idx = _matmul(M, N, K, ta, tb, S.int32, S.int32)
-    plan = _tile_plan(nest, args, idx, target)
+    plan = _tile_plan(nest, args, idx, target, c_across_k=c_across_k)
     rng = np.random.default_rng(M * N + K)
     a = rng.integers(np.iinfo(ta.dtype).min, np.iinfo(ta.dtype).max + 1, (M, K)).astype(ta.dtype)
     b = rng.integers(np.iinfo(tb.dtype).min, np.iinfo(tb.dtype).max + 1, (K, N)).astype(tb.dtype)
     c = rng.integers(-2 ** 31, 2 ** 31, (M, N), dtype=np.int64).astype(np.int32)
-    got = _run(plan, args, [a, b, c], tmp_path, f"t{ta.name}{tb.name}")[2]
+    got = _run(plan, args, [a, b, c], tmp_path, f"t{ta.name}{tb.name}{int(c_across_k)}")[2]
     want = ((c.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
     assert np.array_equal(got, want)  # int32 wraparound included
 
