@@ -181,3 +181,14 @@ def test_lowp_benchmark_runs(tmp_path):
     assert lines
     for x in lines:
         assert "skipped" in x or (x["accpy_gops"] > 0 and x["mkl_gops"] > 0 and x["dtype"] in ("int8", "bf16"))
+
+
+def test_a_parallel_tile_plan_is_refused_not_run_unconfigured():
+    """Tiles are per thread; until each thread configures its own, parallelizing a tile plan is a
+    clear error at build (it would otherwise run unconfigured tiles on the other threads)."""
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, args, idx = _matmul(64, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    plan = _tile_plan(nest, args, idx, target)
+    plan.parallelize(idx[0])
+    with pytest.raises(ValueError, match="cannot be parallelized yet"):
+        plan.emit_c()

@@ -175,7 +175,7 @@ def _passes(request: LoweringRequest) -> list:
     lib = tensor_library(request.target)
     for lp in (lib.lowering_passes() if lib is not None else ()):
         at = next(k for k, p in enumerate(out) if p.name == lp.after)
-        out.insert(at + 1, Pass(lp.name, lambda st, f=lp.run: f(st.stmt), lambda st: st.accelerated_now))
+        out.insert(at + 1, Pass(lp.name, lambda st, f=lp.run: f(st.stmt, st.request), lambda st: st.accelerated_now))
     return out
 
 

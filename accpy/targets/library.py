@@ -99,8 +99,9 @@ class NativeUnit:
 
 @dataclass(frozen=True)
 class LibraryPass:
-    """A lowering pass a library adds: `run(stmt) -> stmt`, placed right after the generic pass
-    called `after` (see lower/pipeline.py), run only for functions that use the library."""
+    """A lowering pass a library adds: `run(stmt, request) -> stmt` (request: the LoweringRequest),
+    placed right after the generic pass called `after` (accpy/lower/__init__.py), run only for
+    functions that use the library."""
 
     name: str
     after: str

@@ -67,7 +67,7 @@ class GemminiLibrary(TargetLibrary):
 
     def lowering_passes(self) -> tuple:
         # one call of the accelerator per kernel: begin, the work, fence, end
-        return (LibraryPass("gemmini call bracket", "configs", wrap_function),)
+        return (LibraryPass("gemmini call bracket", "configs", lambda body, request: wrap_function(body)),)
 
     def check_cache_location(self, target, location) -> None:
         if location in SPACES and not target.has_memory(location):

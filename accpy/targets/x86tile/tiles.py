@@ -262,9 +262,13 @@ def tile_calls(ops, t: Tile):
     return _call(ops[t.op], t.c, t.a, t.b)
 
 
-def bracket(ops, body):
+def bracket(ops, body, request=None):
     """The kernel's tile work: begin (the OS's permission, or the model's state), one
-    configuration (every tile 16 rows x 64 bytes), the work, end."""
+    configuration (every tile 16 rows x 64 bytes), the work, end. Tiles and their configuration
+    belong to one thread: a parallel plan is refused (for now) rather than run unconfigured."""
+    if request is not None and request.parallel is not None:
+        raise ValueError("the x86 tile unit: a plan with tile caches cannot be parallelized yet (each thread "
+                         "needs its own tile configuration); drop plan.parallelize or the AMX_TILE caches")
     shapes = [x for _ in range(mc.TILES) for x in (mc.ROWS, mc.COLSB)]
     begin = Call(ops["begin"].name, (), ScalarType.bool)
     return If(begin, block(_call(ops["config"], *shapes), body, _call(ops["end"])))
