@@ -183,12 +183,114 @@ def test_lowp_benchmark_runs(tmp_path):
         assert "skipped" in x or (x["accpy_gops"] > 0 and x["mkl_gops"] > 0 and x["dtype"] in ("int8", "bf16"))
 
 
-def test_a_parallel_tile_plan_is_refused_not_run_unconfigured():
-    """Tiles are per thread; until each thread configures its own, parallelizing a tile plan is a
-    clear error at build (it would otherwise run unconfigured tiles on the other threads)."""
+def _blocked_plan(nest, args, idx, target, gr, gc, NC, kdepth=64, threads=None, packed_b=True, unroll=True):
+    """Register blocking: C in a gr x gc grid of tiles across k, A in gr tiles, B (packed once per
+    NC-column block into a VNNI-ordered cache) in gc tiles; the grid loops unrolled."""
+    i, j, k = idx
+    A, B, C = args
+    s = nest.create_schedule()
+    j1 = s.split(j, NC)
+    i2 = s.split(i, 16 * gr)
+    ii = s.split(i2, 16)
+    j2 = s.split(j1, 16 * gc)
+    jj = s.split(j2, 16)
+    kk = s.split(k, kdepth)
+    s.reorder(j, i, j1, k, i2, j2, ii, jj, kk)
+    p = s.create_plan(target)
+    bsrc = p.cache(B, index=i, layout=acc.Array.Layout.VNNI) if packed_b else B
+    p.cache(C, index=k, location=TILE)
+    p.cache(A, index=i2, location=TILE)
+    p.cache(bsrc, index=i2, location=TILE)
+    if unroll:
+        p.unroll(i2)
+        p.unroll(j2)
+    p.tensorize(indices=(ii, jj, kk))
+    if threads:
+        p.parallelize(indices=(j,), max_threads=threads)
+    return p
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("grid, NC, shape, threads", [
+    ((2, 2), 64, (64, 128, 128), None),
+    ((2, 2), 64, (40, 72, 136), None),        # partial tiles in every grid position
+    ((1, 3), 96, (50, 200, 130), None),       # a last NC block narrower than a grid row
+    ((1, 3), 96, (50, 300, 130), 2),          # per-thread tile configuration
+    ((2, 1), 32, (33, 17, 7), 2),
+])
+def test_register_blocked_tiles_with_packed_b_are_exact(target, grid, NC, shape, threads, tmp_path):
+    """Caches of several tiles (the grid chosen by unrolled loops), B packed once per block in VNNI
+    order and loaded straight into tiles, and parallel plans whose threads each configure their
+    own tiles: exact against numpy on every shape, tails included."""
+    M, N, K = shape
+    nest, args, idx = _matmul(M, N, K, S.uint8, S.int8, S.int32, S.int32)
+    plan = _blocked_plan(nest, args, idx, target, *grid, NC, threads=threads)
+    rng = np.random.default_rng(M + N + K)
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    c = rng.integers(-1000, 1000, (M, N)).astype(np.int32)
+    got = _run(plan, args, [a, b, c], tmp_path, f"blk{grid[0]}{grid[1]}{M}{threads or 1}")[2]
+    assert np.array_equal(got, c + a.astype(np.int32) @ b.astype(np.int32))
+
+
+@pytest.mark.parametrize("target", _targets())
+def test_register_blocked_bf16_tiles_are_close(target, tmp_path):
+    M, N, K = 48, 80, 100
+    nest, args, idx = _matmul(M, N, K, S.bfloat16, S.bfloat16, S.float32, S.float32)
+    plan = _blocked_plan(nest, args, idx, target, 1, 2, 64, kdepth=32, threads=2)
+    rng = np.random.default_rng(5)
+    a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
+    b = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
+    c = np.zeros((M, N), np.float32)
+    got = _run(plan, args, [a, b, c], tmp_path, "blkbf16")[2]
+    want = acc.bfloat16_values(a).astype(np.float64) @ acc.bfloat16_values(b).astype(np.float64)
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_packed_b_cache_is_loaded_into_tiles_directly():
+    """A full B tile from the VNNI-ordered cache is one tile load at the cache's group-row stride (no
+    per-tile packing); the tiles of the grid have constant numbers."""
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, args, idx = _matmul(64, 128, 128, S.uint8, S.int8, S.int32, S.int32)
+    code = _blocked_plan(nest, args, idx, target, 2, 2, 64).emit_c()
+    assert "B_cache[4096*k + 128*j1]" in code.replace("(", "").replace(")", "") or "&B_cache[" in code
+    assert "amx_scratch" not in code  # every tile is full: no scratch blocks
+    for t in range(8):
+        assert f"accpy_amx_emu_loadd({t}," in code
+    assert "accpy_amx_emu_dpbusd(3, 5, 7)" in code
+
+
+def test_grid_loops_must_be_unrolled():
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, args, idx = _matmul(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
+    plan = _blocked_plan(nest, args, idx, target, 2, 2, 64, unroll=False)
+    with pytest.raises(ValueError, match=r"tile register is chosen by the loop\(s\) i2, j2 .* unroll them"):
+        plan.emit_c()
+
+
+def test_too_many_tiles_is_a_clear_error():
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, args, idx = _matmul(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
+    plan = _blocked_plan(nest, args, idx, target, 2, 3, 96)
+    with pytest.raises(ValueError, match="1 x 3 tiles of 64 x 16, but only 0 of the 8 tile registers are left"):
+        plan.emit_c()
+
+
+def test_parallel_tile_work_outside_the_parallel_loops_is_refused():
+    """Tiles are per thread: each iteration of the parallel loop configures them; a tile cache
+    filled outside the parallel loop would run on unconfigured tiles, so it is refused."""
     target = x86tile.emulating(acc.Target.HOST)
     nest, args, idx = _matmul(64, 32, 64, S.uint8, S.int8, S.int32, S.int32)
-    plan = _tile_plan(nest, args, idx, target)
-    plan.parallelize(idx[0])
-    with pytest.raises(ValueError, match="cannot be parallelized yet"):
+    i, j, k = idx
+    A, B, C = args
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64)
+    s.reorder(i, j, k, ii, jj, kk)
+    plan = s.create_plan(target)
+    plan.cache(C, index=j, location=TILE)  # filled before the parallel loop over j
+    plan.cache(A, index=ii, location=TILE)
+    plan.cache(B, index=ii, location=TILE)
+    plan.tensorize(indices=(ii, jj, kk))
+    plan.parallelize(indices=(j,))
+    with pytest.raises(ValueError, match="uses tiles outside its parallel loops"):
         plan.emit_c()

@@ -432,7 +432,7 @@ def thrifty_skips(info, blocks) -> bool:
     consecutive elements when, in memory order, its dimensions are single elements, then
     (at most) one partial dimension, then whole dimensions of the array."""
     c, src = info.cache, info.source
-    if not c.thrifty or info.trigger_var is not None or info.dtype is not src.dtype:
+    if not c.thrifty or info.trigger_var is not None or info.dtype is not src.dtype or info.group > 1:
         return False
     shape = [to_affine(x) for x in src.shape]
     strides = [to_affine(x) for x in src.strides]

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir.kinds import BufferRole, HostMemory, LoopKind
-from ..ir.affine import to_affine
+from ..ir.affine import element_offset, to_affine
 from ..ir.names import argument_name_problem, c_comment, c_string
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
@@ -152,12 +152,9 @@ class CEmitter(VectorEmitter):
     # -- expressions --------------------------------------------------------------------------
     def offset(self, b: Buffer, indices) -> str:
         """Linear element offset of `b[indices]`."""
-        total = None
-        for ix, st in zip(indices, b.strides):
-            term = idx_op("mul", ix, st)
-            total = term if total is None else idx_op("add", total, term)
-        if total is None:
+        if not indices:
             return "0"
+        total = element_offset(b, indices)
         a = to_affine(total)
         if a is not None:
             return self.affine(a)

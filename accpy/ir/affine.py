@@ -330,3 +330,32 @@ def ceildiv(a, b) -> Expr:
         aff = to_affine(num)
         return idx_op("floordiv", aff.to_expr() if aff is not None else num, Const(d * cb))
     return idx_op("floordiv", idx_op("add", a, Const(cb - 1)), b)
+
+
+def element_offset(buffer, indices) -> Expr:
+    """The element offset of `buffer[indices]` from its first element (strides, and the VNNI
+    grouping of the second-to-last dimension when `buffer.group` > 1)."""
+    total = None
+    n = len(indices)
+    for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
+        if buffer.group > 1 and d == n - 2:
+            term = idx_op("add", idx_op("mul", _floordiv(ix, buffer.group), st), _mod(ix, buffer.group))
+        else:
+            term = idx_op("mul", ix, st)
+        total = term if total is None else idx_op("add", total, term)
+    return Const(0) if total is None else total
+
+
+def _floordiv(ix, g: int) -> Expr:
+    """ix // g, exactly (g*X + c) // g = X + c // g when ix is affine with g | every coefficient."""
+    a = to_affine(ix)
+    if a is not None and all(c % g == 0 for _, c in a.terms):
+        return Affine([(v, c // g) for v, c in a.terms], a.const // g).to_expr()
+    return idx_op("floordiv", ix, Const(g))
+
+
+def _mod(ix, g: int) -> Expr:
+    a = to_affine(ix)
+    if a is not None and all(c % g == 0 for _, c in a.terms):
+        return Const(a.const % g)
+    return idx_op("mod", ix, Const(g))

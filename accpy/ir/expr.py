@@ -28,7 +28,10 @@ class Expr(Node):
 class Buffer:
     """A named n-D memory region: a function argument, a constant, a temporary or a cache.
 
-    `strides` are in elements. Identity, not structure, makes two buffers the same.
+    `strides` are in elements. `group` > 1: the rows of the second-to-last dimension are kept in
+    groups of `group` interleaved into the last one (VNNI order: element [.., r, c] sits at
+    (r // group) * strides[-2] + c * strides[-1] + r % group, with strides[-1] == group); see
+    `element_offset`. Identity, not structure, makes two buffers the same.
     """
 
     name: str
@@ -38,6 +41,7 @@ class Buffer:
     role: BufferRole = BufferRole.TEMP
     memory: str = HostMemory.GLOBAL  # a HostMemory, or the name of a target library's Memory
     data: Optional[np.ndarray] = field(default=None, repr=False)
+    group: int = 1
     uid: int = field(default_factory=lambda: next(_uids))
 
     @property

@@ -29,6 +29,7 @@ class CacheRequest:
     memory: Optional[str]  # a target library's Memory name, or None: host memory
     deferred: bool  # a CONST source stored packed in this cache's layout
     resolved_level: Optional[int] = None  # a budget cache's level, once lowering picked it
+    vnni: bool = False  # rows of the second-to-last dimension grouped by 32 bits (Buffer.group)
 
     @property
     def budget(self) -> bool:

@@ -31,7 +31,7 @@ from ..analysis.polyhedra import ConstraintSet
 from ..errors import ScheduleError
 from ..ir.kinds import BufferRole
 from ..ir.affine import Affine, to_affine
-from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, idx_op
+from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
@@ -61,6 +61,7 @@ class _CacheInfo:
     private: bool = False  # a TEMP living only in this cache: filled with zeros, never written back
     deferred: bool = False  # a CONST source whose data are stored packed as this cache lays them out
     tile: list = field(default_factory=list)  # deferred: the block extents the data are packed by
+    group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
 
 
 def cache_loop_vars(request) -> set:
@@ -106,6 +107,8 @@ def insert_caches(stmt, request, symbols, owners=None):
                           request.target)
         info.memory = c.memory if c.memory is not None and memory(c.memory) is not None else None
         info.deferred = c.deferred
+        if getattr(c, "vnni", False) and source.rank >= 2:
+            info.group = max(1, 4 // max(1, info.dtype.bits // 8))
         stmt = _apply(stmt, info, symbols)
         if info.deferred:
             buffers[c.key] = info.buffer if info.buffer is not None else info.source
@@ -181,16 +184,21 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
     shape = [max(b.ext_max[k] for b in blocks) for k in range(rank)]
     # rows a whole number of vectors long: vector slots never straddle two rows (registers)
     isa = vector_shape(info.target, info.dtype) if info.target is not None else None
-    if isa is not None and shape and not info.layout_last and shape[-1] > 1:
+    if isa is not None and shape and not info.layout_last and shape[-1] > 1 and info.group == 1:
         shape[-1] = -(-shape[-1] // isa.lanes) * isa.lanes
+    g = info.group
+    if g > 1:
+        shape[-2] = -(-shape[-2] // g) * g  # whole groups of rows
     lead_shape = []
     if info.trigger_var is not None:
         lead_shape = _multicache_leads(stmt, info, blocks, symbols)
     full_shape = lead_shape + shape
     strides = _strides(full_shape, lead=len(lead_shape), last_major=info.layout_last)
+    if g > 1:  # a group row holds `g` rows interleaved: [r // g][c][r % g]
+        strides[-2], strides[-1] = shape[-1] * g, g
     name = f"{info.source.name}_cache"
     info.buffer = Buffer(name, info.dtype, tuple(Const(s) for s in full_shape), tuple(Const(s) for s in strides),
-                         role="cache", memory="local")
+                         role="cache", memory="local", group=g)
     # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
     return _Rewrite(info, symbols).visit(stmt)
 
@@ -399,7 +407,31 @@ class _Rewrite(Mutator):
                 val = Cast(val, info.dtype)
             return Store(info.buffer, tuple(lead_vals) + tuple(vs), val)
 
+        if info.group > 1:
+            return [self._grouped_copy(self._exts(blk), body)]
         return [self._copy_nest(self._exts(blk), body, self._small())]
+
+    def _grouped_copy(self, exts, body, starts=None):
+        """A copy into a VNNI-ordered cache, in its memory order: per group of rows, per column,
+        the group's rows (consecutive elements, one statement each); a last partial group is
+        guarded."""
+        g = self.info.group
+        rows = exts[-2]
+        n_rows = as_int(rows)
+        groups = Const(-(-n_rows // g)) if n_rows is not None else idx_op("floordiv", idx_op("add", rows, Const(g - 1)),
+                                                                          Const(g))
+
+        def grouped(vs):
+            *lead, kq, c = vs
+            out = []
+            for q in range(g):
+                r = idx_op("add", idx_op("mul", kq, Const(g)), Const(q))
+                s = body(lead + [r, c])
+                out.append(s if n_rows is not None and n_rows % g == 0 else If(BinOp("lt", r, rows, ScalarType.bool), s))
+            return block(*out)
+
+        starts = list(starts[:-2]) + [Const(0), starts[-1]] if starts else None
+        return self._copy_nest(list(exts[:-2]) + [groups, exts[-1]], grouped, False, starts)
 
     def _write_back(self, blk):
         info = self.info
@@ -457,7 +489,10 @@ class _Rewrite(Mutator):
                 val = Cast(val, info.dtype)
             return Store(info.buffer, tuple(lvs) + tuple(vs), val)
 
-        nest = self._copy_nest(exts, body, False, starts)
+        if info.group > 1 and as_int(starts[-2]) == 0:
+            nest = self._grouped_copy(exts, body, starts)
+        else:
+            nest = self._copy_nest(exts, body, False, starts)
         for lv, ext in reversed(list(zip(lvs, info.lead_ext))):
             nest = For(lv, Const(0), Const(ext), nest)
         copies.append(nest)

@@ -12,7 +12,7 @@ values live in `VVar`s declared where the Alloc was.
 from __future__ import annotations
 
 from ..ir.kinds import BufferRole, HostMemory
-from ..ir.affine import to_affine
+from ..ir.affine import element_offset, to_affine
 from ..ir.expr import Load
 from ..ir.stmt import Alloc, Store
 from ..ir.vector import VAssign, VDecl, VLoad, VStore, VVar
@@ -20,13 +20,8 @@ from ..ir.visitor import Mutator, Visitor
 
 
 def _offset(buffer, indices):
-    total = 0
-    for ix, st in zip(indices, buffer.strides):
-        a, s = to_affine(ix), to_affine(st)
-        if a is None or s is None or not a.is_const or not s.is_const:
-            return None
-        total += a.const * s.const
-    return total
+    a = to_affine(element_offset(buffer, indices))
+    return a.const if a is not None and a.is_const else None
 
 
 def _slots(stmt, buf):

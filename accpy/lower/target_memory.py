@@ -67,6 +67,12 @@ class _Copies(Mutator):
                 return out
         return self.generic_visit(f)
 
+    def visit_Store(self, s: Store):
+        if s.reduce is not None or not isinstance(s.value, (Load, Const)):
+            return s  # (the computation itself, e.g. a tensorized statement whose loops are gone)
+        out = self._copy([], s)  # a copy of a single element (its loops simplified away)
+        return s if out is None else out
+
     def _copy(self, loops, s: Store):
         if any(as_int(f.lo) != 0 for f in loops):
             return None

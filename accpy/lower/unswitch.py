@@ -25,10 +25,10 @@ from typing import Optional
 
 from ..analysis.polyhedra import Bound, ConstraintSet, implies_ge
 from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, upper_bound_constraints
-from ..ir.expr import BinOp
+from ..ir.expr import BinOp, Const, as_int
 from ..ir.stmt import Block, For, If, block
 from ..ir.types import ScalarType
-from ..ir.visitor import Mutator, free_vars
+from ..ir.visitor import Mutator, free_vars, substitute
 from .scan import conjunction
 
 # Beyond this many pieces per nest we stop cutting and keep min/max bounds instead.
@@ -344,6 +344,11 @@ class _Generator:
             inner = [p.restrict(lo_c, hi_c) for p in active]
             inner = [p for p in inner if not p.cons.union_with(ctx).is_empty()]
             body = self.gen(level + 1, inner, inner_ctx)
+            first, end = lo.ceil_as_floor().floor_expr(), hi.floor_expr()
+            if body is not None and as_int(first) is not None and as_int(end) == as_int(first) + 1:
+                # an interval of one iteration (e.g. a parallel loop's last, partial block): its
+                # loops get constant bounds, so that they can be unrolled and vectorized
+                body = substitute(body, {v: Const(as_int(first))})
             if body is not None:
                 cond = BinOp("land", BinOp("ge", v, lo.ceil_as_floor().floor_expr(), ScalarType.bool),
                              BinOp("lt", v, hi.floor_expr(), ScalarType.bool), ScalarType.bool)

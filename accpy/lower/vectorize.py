@@ -23,7 +23,7 @@ import warnings
 
 from ..errors import ScheduleError
 from ..ir.kinds import LoopKind
-from ..ir.affine import Affine, to_affine
+from ..ir.affine import Affine, element_offset, to_affine
 from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
@@ -141,8 +141,11 @@ def _coef_of(e, lane: Var):
 def _lane_coef(buffer, indices, lane: Var) -> int:
     """How many elements the address moves when the loop counter moves by one."""
     total = 0
-    for ix, st in zip(indices, buffer.strides):
+    for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
         c = _coef_of(ix, lane)
+        if c and buffer.group > 1 and d == len(indices) - 2:
+            raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (VNNI order): the "
+                                  f"vectorized loop may not move along its second-to-last dimension")
         if c is None:
             raise NotVectorizable(f"the subscript of {buffer.name} is not affine")
         if c == 0:
@@ -276,6 +279,8 @@ class _Chunk:
 
 def _offset(buffer, indices):
     """The element offset of an access as an Affine (None when a stride is not constant)."""
+    if buffer.group > 1:
+        return to_affine(element_offset(buffer, indices))
     total = Affine.constant(0)
     for ix, st in zip(indices, buffer.strides):
         a, c = to_affine(ix), to_affine(st)

@@ -171,6 +171,10 @@ class _Layout(enum.Enum):
     FIRST_MAJOR = "first_major"
     LAST_MAJOR = "last_major"
     DEFERRED = "deferred"
+    # a cache layout: first-major, with the rows of the second-to-last dimension in groups of
+    # 32 bits' worth (4 int8 / 2 bfloat16) interleaved into the last one, as the dot-product
+    # instructions read their second operand (VNNI order)
+    VNNI = "vnni"
 
 
 class Array:
@@ -225,6 +229,9 @@ class Array:
         if layout is _Layout.DEFERRED:
             if self.role is not Role.CONST:
                 raise ValueError("layout: DEFERRED layouts are only for CONST arrays")
+        elif layout is _Layout.VNNI:
+            raise ValueError("layout: Array.Layout.VNNI is a cache layout (plan.cache(..., layout=Array.Layout.VNNI)); "
+                             "an array is FIRST_MAJOR, LAST_MAJOR, DEFERRED or explicit strides")
         elif isinstance(layout, _Layout):
             pass
         elif isinstance(layout, (tuple, list)):

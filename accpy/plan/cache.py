@@ -112,8 +112,15 @@ class Cache:
         for lib in libraries():
             lib.check_cache_location(plan.target, location)
         if layout is not None:
-            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR):
-                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR or LAST_MAJOR, got {layout!r}")
+            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, Array.Layout.VNNI):
+                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR or VNNI, got {layout!r}")
+            if layout is Array.Layout.VNNI:
+                array = source.array if isinstance(source, Cache) else source
+                if array.rank < 2:
+                    raise ValueError(f"layout: VNNI groups the rows of a 2-D (or higher) block; {array.name} has "
+                                     f"rank {array.rank}")
+                if location is not None and location is not MemorySpace.NONE:
+                    raise ValueError("layout: a VNNI cache lives in host memory (location= must be left out)")
         if element_type is not None:
             element_type = scalar_type(element_type, "element_type")
         if isinstance(source, Cache):

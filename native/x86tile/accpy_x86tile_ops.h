@@ -105,8 +105,19 @@ static inline int accpy_amx_begin(void) {
         __asm__ __volatile__("" : : "m"(accpy_amx_image_) : "memory");                                 \
         _tile_loadconfig(accpy_amx_image_);                                                           \
     } while (0)
-#define accpy_amx_loadd(t, base, stride) _tile_loadd(t, (base), (stride))
-#define accpy_amx_stored(t, base, stride) _tile_stored(t, (base), (stride))
+/* gcc's tile load / store are asm statements that do not tell the compiler they read / write
+   memory: a compiler barrier before a load (the stores filling a scratch block stay, in order) and
+   after a store (the reads of the stored block come after it) */
+#define accpy_amx_loadd(t, base, stride)                  \
+    do {                                                   \
+        __asm__ __volatile__("" : : : "memory");           \
+        _tile_loadd(t, (base), (stride));                  \
+    } while (0)
+#define accpy_amx_stored(t, base, stride)                 \
+    do {                                                   \
+        _tile_stored(t, (base), (stride));                 \
+        __asm__ __volatile__("" : : : "memory");           \
+    } while (0)
 #define accpy_amx_zero(t) _tile_zero(t)
 #define accpy_amx_dpbssd(d, a, b) _tile_dpbssd(d, a, b)
 #define accpy_amx_dpbsud(d, a, b) _tile_dpbsud(d, a, b)

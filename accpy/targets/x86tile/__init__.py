@@ -80,8 +80,10 @@ class X86TileLibrary(TargetLibrary):
                 f"cannot (only C[i, j] += A[i, k] * B[k, j] and the copies of the caches)")
 
     def lowering_passes(self) -> tuple:
-        return (LibraryPass("x86 tile call bracket", "configs", lambda body, request: tiles.bracket(self.ops, body,
-                                                                                                 request)),)
+        return (LibraryPass("x86 tile call bracket", "configs",
+                            lambda body, request: tiles.bracket(self.ops, body, request)),
+                LibraryPass("x86 tile numbers", "simplify (after unroll)",
+                            lambda body, request: tiles.check_tile_numbers(self.ops, body)))
 
     def native_units(self) -> tuple:
         return (NativeUnit(None, ("x86tile/accpy_x86tile_ops.h", "x86tile/accpy_x86tile.h"), include="x86tile"),)

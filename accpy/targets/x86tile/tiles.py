@@ -2,11 +2,16 @@
 tile loads, one tile dot product and a tile store, with A, B and C cached in tile registers
 (`plan.cache(X, index=..., location=acc.MemorySpace.AMX_TILE)`).
 
-Every tile is configured once per kernel as 16 rows x 64 bytes (the call bracket). A tile is loaded
-straight from the array when its block is a full tile of rows 64 bytes apart or more (A, C);
-otherwise through a zeroed 1 KiB scratch block: a partial tile (the zeros add nothing), and B,
-whose tile rows hold groups of 4 (int8) or 2 (bf16) consecutive k for each column (VNNI order).
-A partial C tile is stored through the scratch block and copied out element by element.
+Every tile is configured as 16 rows x 64 bytes (the call bracket: once per kernel, or once per
+iteration of the parallel loops in each thread). A cache whose block is larger than one tile takes
+a grid of tiles (register blocking: e.g. C 32 x 32 in four tiles, A 32 x 64 and B 64 x 32 in two
+each); the loops that pick a tile of the grid around the tensorized loops must be unrolled (tile
+numbers are immediates). A tile is loaded straight from the array when its block is a full tile
+of rows 64 bytes apart or more (A, C), or for B, from a cache in VNNI order
+(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)`, whose rows hold groups of 4 (int8) or 2
+(bf16) consecutive k for each column, as the tile unit reads B); otherwise through a 1 KiB scratch
+block: a partial tile (zeroed: the zeros add nothing), or B packed there tile by tile. A partial C
+tile is stored through the scratch block and copied out element by element.
 
 Kinds: int8 (uint8 / int8 operands, int32 accumulators: TDPBUUD / TDPBUSD / TDPBSUD / TDPBSSD by
 the operands' signedness, tile 16 x 16 x 64) and bf16 (bfloat16 operands, float32 accumulators:
@@ -18,10 +23,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Optional
 
-from ...ir.affine import to_affine
+from ...ir.affine import Affine, to_affine
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
 from ...ir.kinds import BufferRole, HostMemory
 from ...ir.stmt import Alloc, Evaluate, For, If, Store, block
+from ...ir.visitor import Mutator, free_vars
 from ...ir.types import ScalarType
 from . import machine as mc
 
@@ -97,44 +103,65 @@ def matmul_operands(store, what: str):
 # ---- tiles in registers -------------------------------------------------------------------------
 @dataclass
 class Layout:
-    """A cache in a tile register: `tile` (0..7), `operand` "A" (i, k), "B" (k, j) or "C" (i, j)."""
+    """A cache in tile registers: `operand` "A" (i, k), "B" (k, j) or "C" (i, j); its block is a
+    `grid` (rows, columns) of tiles, numbered row by row from `tile`."""
 
     buffer: Buffer
     tile: int
     operand: str
+    grid: tuple = (1, 1)
 
     @property
     def elem_bytes(self) -> int:
         return self.buffer.dtype.bits // 8
+
+    @property
+    def tile_block(self) -> tuple:
+        """The (rows, columns) of the block one tile holds, in elements of the buffer."""
+        return tile_block(self.operand, self.elem_bytes)
+
+    def tiles(self):
+        """(tile number, row offset, column offset) of each tile of the grid."""
+        tr, tc = self.tile_block
+        return [(self.tile + p * self.grid[1] + q, p * tr, q * tc)
+                for p in range(self.grid[0]) for q in range(self.grid[1])]
+
+
+def tile_block(operand: str, eb: int) -> tuple:
+    """Elements of one tile's block: A and C 16 rows x 64 bytes; B 16 rows of 64 bytes, each
+    holding 32 bits' worth of consecutive k (4 int8 / 2 bf16) for 16 columns."""
+    if operand == "B":
+        return (mc.ROWS * (4 // eb), mc.COLSB // 4)
+    return (mc.ROWS, mc.COLSB // eb)
 
 
 _OPERANDS = {(0, 2): "A", (2, 1): "B", (0, 1): "C"}
 
 
 def place(buffers, describe, roles) -> dict:
-    """A tile register per cache; each block must fit one tile."""
+    """Tile registers for each cache: a grid of tiles covering its block, 8 tiles in all."""
     layouts, used = {}, 0
-    for b in sorted(buffers, key=lambda b: "CAB".index(_OPERANDS.get((roles or {}).get(b), "C"))):
+    for b in sorted(buffers, key=lambda b: "CAB".index(_OPERANDS.get(tuple(((roles or {}).get(b) or ())[-2:]), "C"))):
         r = (roles or {}).get(b)
-        op = _OPERANDS.get(r)
-        if op is None or b.rank != 2:
+        # (leading dimensions of extent 1: a block of a cache of panels)
+        lead_ok = b.rank >= 2 and all(as_int(x) == 1 for x in b.shape[:-2])
+        op = _OPERANDS.get(tuple(r[-2:])) if r is not None and lead_ok else None
+        if op is None:
             raise ValueError(f"{describe(b)} in AMX_TILE: a tile holds A[i, k], B[k, j] or C[i, j] of the "
                              f"tensorized loops (i, j, k); this cache is indexed by {r}")
-        shape = [as_int(s) for s in b.shape]
-        limit = {"A": (mc.ROWS, mc.COLSB), "C": (mc.ROWS, mc.COLSB), "B": (mc.ROWS * 4, mc.COLSB)}[op]
-        eb = b.dtype.bits // 8
-        rows, cols = shape
-        if op == "B":
-            ok = rows is not None and cols is not None and rows * eb <= limit[0] and cols * 4 <= limit[1]
-        else:
-            ok = rows is not None and cols is not None and rows <= limit[0] and cols * eb <= limit[1]
-        if not ok:
-            raise ValueError(f"{describe(b)} in AMX_TILE: its block is {shape[0]} x {shape[1]} {b.dtype.name}, more "
-                             f"than one tile (16 rows of 64 bytes); split the tensorized loops to the tile's shape")
-        if used >= mc.TILES:
-            raise ValueError(f"{describe(b)} in AMX_TILE: the tile unit has {mc.TILES} tile registers, all taken")
-        layouts[b] = Layout(b, used, op)
-        used += 1
+        rows, cols = (as_int(s) for s in b.shape[-2:])
+        tr, tc = tile_block(op, b.dtype.bits // 8)
+        if rows is None or cols is None:
+            raise ValueError(f"{describe(b)} in AMX_TILE: its block has a size known only at run time")
+        grid = (-(-rows // tr), -(-cols // tc))
+        n = grid[0] * grid[1]
+        if used + n > mc.TILES:
+            raise ValueError(f"{describe(b)} in AMX_TILE: its block is {rows} x {cols} {b.dtype.name}, {grid[0]} x "
+                             f"{grid[1]} tiles of {tr} x {tc}, but only {mc.TILES - used} of the {mc.TILES} tile "
+                             f"registers are left; split the loops so the caches' blocks take at most {mc.TILES} "
+                             f"tiles together")
+        layouts[b] = Layout(b, used, op, grid)
+        used += n
     return layouts
 
 
@@ -178,11 +205,46 @@ def _origin2(src, origin):
     return lambda r, c: tuple(lead + [idx_op("add", origin[-2], r), idx_op("add", origin[-1], c)])
 
 
+def _part(ext, off: int, size: int):
+    """The extent of a grid tile at offset `off` (of at most `size`) within a block of `ext`."""
+    n = as_int(ext)
+    if n is not None:
+        return Const(max(0, min(size, n - off)))
+    return BinOp("min", Const(size), BinOp("max", Const(0), idx_op("sub", ext, Const(off)), IDX), IDX)
+
+
+def _shifted(origin, dr: int, dc: int):
+    return list(origin[:-2]) + [idx_op("add", origin[-2], Const(dr)), idx_op("add", origin[-1], Const(dc))]
+
+
+def _per_tile(lay: Layout, origin, exts, one):
+    """`one(tile, origin, extents)` for each tile of the layout's grid (those past a constant
+    extent left out)."""
+    tr, tc = lay.tile_block
+    out = []
+    for t, dr, dc in lay.tiles():
+        sub = (_part(exts[-2], dr, tr), _part(exts[-1], dc, tc))
+        if as_int(sub[0]) == 0 or as_int(sub[1]) == 0:
+            continue
+        out.append(one(t, _shifted(origin, dr, dc), sub))
+    return block(*out)
+
+
 def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str):
-    """Load the block src[origin + c] (c < exts) into the layout's tile; src None: zeros."""
-    t = lay.tile
+    """Load the block src[origin + c] (c < exts) into the layout's tiles; src None: zeros."""
     if src is None:
-        return _call(ops["zero"], t)
+        return block(*[_call(ops["zero"], t) for t, _, _ in lay.tiles()])
+    zeros = [_call(ops["zero"], t) for t, dr, dc in lay.tiles()
+             if as_int(_part(exts[-2], dr, lay.tile_block[0])) == 0 or as_int(_part(exts[-1], dc, lay.tile_block[1])) == 0]
+    return block(*zeros, _per_tile(lay, origin, exts, lambda t, o, e: _copy_in_tile(ops, lay, t, src, o, e)))
+
+
+def _multiple_of(e, g: int) -> bool:
+    a = to_affine(e)
+    return a is not None and a.const % g == 0 and all(c % g == 0 for _, c in a.terms)
+
+
+def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
     eb = src.dtype.bits // 8
     at = _origin2(src, origin)
     if lay.operand != "B":
@@ -193,6 +255,12 @@ def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str):
         fill = _loops(exts, lambda r, c: Store(s, (r, c), Load(src, at(r, c))))
         return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)), zero=True)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
+    if src.group == g and _full(exts, (mc.ROWS * g, mc.COLSB // 4)) and _multiple_of(origin[-2], g):
+        # B already in VNNI order (a cache with that layout): a tile row is one group row
+        last = to_affine(src.strides[-1])
+        if last is not None and last.is_const and last.const == g:
+            return _call(ops["loadd"], t, Load(src, at(Const(0), Const(0))),
+                         idx_op("mul", src.strides[-2], Const(eb)))
     s = _scratch(src.dtype, (mc.ROWS, mc.COLSB // 4, g))
     load = _call(ops["loadd"], t, Load(s, (Const(0), Const(0), Const(0))), mc.COLSB)
     if _full(exts, (mc.ROWS * g, mc.COLSB // 4)):
@@ -206,28 +274,33 @@ def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str):
 
 
 def copy_out(ops, lay: Layout, dst: Buffer, origin, exts, what: str):
-    """Store the layout's tile (C) to dst[origin + c] for c < exts."""
+    """Store the layout's tiles (C) to dst[origin + c] for c < exts."""
     if lay.operand != "C":
         raise ValueError(f"{what}: only the accumulator tile (C) is written back")
+    return _per_tile(lay, origin, exts, lambda t, o, e: _copy_out_tile(ops, t, dst, o, e))
+
+
+def _copy_out_tile(ops, t: int, dst: Buffer, origin, exts):
     eb = dst.dtype.bits // 8
     at = _origin2(dst, origin)
     stride = _row_stride_bytes(dst)
     if stride is not None and _full(exts, (mc.ROWS, mc.COLSB // eb)):
-        return _call(ops["stored"], lay.tile, Load(dst, at(Const(0), Const(0))), stride)
+        return _call(ops["stored"], t, Load(dst, at(Const(0), Const(0))), stride)
     s = _scratch(dst.dtype, (mc.ROWS, mc.COLSB // eb))
     back = _loops(exts, lambda r, c: Store(dst, at(r, c), Load(s, (r, c))))
-    return Alloc(s, block(_call(ops["stored"], lay.tile, Load(s, (Const(0), Const(0))), mc.COLSB), back), zero=False)
+    return Alloc(s, block(_call(ops["stored"], t, Load(s, (Const(0), Const(0))), mc.COLSB), back), zero=False)
 
 
 # ---- the tile operation -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Tile:
-    """A matched tile operation: `op` (the intrinsic's short name) on tiles c += a . b."""
+    """A matched tile operation: `op` (the intrinsic's short name) on tiles c += a . b (tile
+    numbers: constants, or index expressions of loops that must be unrolled)."""
 
     op: str
-    c: int
-    a: int
-    b: int
+    c: object
+    a: object
+    b: object
 
     @property
     def b_vars(self) -> frozenset:
@@ -248,7 +321,7 @@ def match_tile(loops, store, roles, layouts, what: str) -> Tile:
             raise ValueError(f"{what}: {x.buffer.name} must be cached in AMX_TILE as the {want} operand "
                              f"(plan.cache({x.buffer.name.removesuffix('_cache')}, index=<the tensorized "
                              f"loops' outer index>, location=acc.MemorySpace.AMX_TILE))")
-        tiles[want] = lay.tile
+        tiles[want] = _tile_number(lay, x, roles, what)
     if kind is INT8:
         sa = "s" if a.buffer.dtype is I8 else "u"
         sb = "s" if b.buffer.dtype is I8 else "u"
@@ -258,6 +331,42 @@ def match_tile(loops, store, roles, layouts, what: str) -> Tile:
     return Tile(op, tiles["C"], tiles["A"], tiles["B"])
 
 
+def _tile_number(lay: Layout, x: Load, roles, what: str):
+    """Which tile of the layout's grid the access `x` (inside the tensorized loops) reads: its
+    subscripts with the tensorized indices at 0 must be whole tiles."""
+    zero = {v: Affine.constant(0) for v in roles}
+    number = to_affine(Const(lay.tile))
+    for ix, size, per in zip(x.indices[-2:], lay.tile_block, (lay.grid[1], 1)):
+        a = to_affine(ix)
+        if a is None:
+            raise ValueError(f"{what}: the subscript {ix} of {x.buffer.name} is not affine")
+        a = a.subs(zero)
+        if a.const % size or any(c % size for _, c in a.terms):
+            raise ValueError(f"{what}: {x.buffer.name} is read at {a.to_expr()} (plus the tensorized indices), not "
+                             f"at a whole tile of {size}: the loops around the tensorized ones must step by tiles")
+        number = number + Affine([(v, c // size * per) for v, c in a.terms], a.const // size * per)
+    return number.const if number.is_const else number.to_expr()
+
+
+def check_tile_numbers(ops, stmt, request=None):
+    """After unrolling: every tile number is a constant (the instructions take immediates)."""
+    from ...ir.visitor import nodes_of
+
+    names = {ops[k].name: n for k, n in (("loadd", 1), ("stored", 1), ("zero", 1), ("dpbssd", 3), ("dpbsud", 3),
+                                            ("dpbusd", 3), ("dpbuud", 3), ("dpbf16ps", 3))}
+    for call in nodes_of(stmt, Call):
+        n = names.get(call.fn)
+        if n is None:
+            continue
+        for arg in call.args[:n]:
+            if as_int(arg) is None:
+                loops = sorted({v.name for v in free_vars(arg)})
+                raise ValueError(f"the x86 tile unit: a tile register is chosen by the loop(s) {', '.join(loops)} "
+                                 f"around the tensorized loops; tile numbers are immediates: unroll "
+                                 f"{'them' if len(loops) > 1 else 'it'} (plan.unroll)")
+    return stmt
+
+
 def tile_calls(ops, t: Tile):
     return _call(ops[t.op], t.c, t.a, t.b)
 
@@ -265,13 +374,51 @@ def tile_calls(ops, t: Tile):
 def bracket(ops, body, request=None):
     """The kernel's tile work: begin (the OS's permission, or the model's state), one
     configuration (every tile 16 rows x 64 bytes), the work, end. Tiles and their configuration
-    belong to one thread: a parallel plan is refused (for now) rather than run unconfigured."""
-    if request is not None and request.parallel is not None:
-        raise ValueError("the x86 tile unit: a plan with tile caches cannot be parallelized yet (each thread "
-                         "needs its own tile configuration); drop plan.parallelize or the AMX_TILE caches")
+    belong to a thread: in a parallel plan each iteration of the (outermost, collapsed) parallel
+    loops opens its own bracket, and no tile work may be left outside them."""
+    from ...ir.visitor import nodes_of
+
+    parallel = {v for v, k in (request.kinds.items() if request is not None else ()) if k == "parallel"}
+    if not any(f.var in parallel for f in nodes_of(body, For)):
+        return _bracket(ops, body)  # (no parallel loop left: e.g. one of a single iteration)
+    out = _PerThread(ops, parallel).visit(body)
+    if _uses_tiles(ops, _PerThread(ops, parallel, strip=True).visit(body)):
+        raise ValueError("the x86 tile unit: a parallelized plan uses tiles outside its parallel loops; each "
+                         "thread configures its own tiles, so all tile work must be inside the parallel loops")
+    return out
+
+
+def _bracket(ops, body):
     shapes = [x for _ in range(mc.TILES) for x in (mc.ROWS, mc.COLSB)]
     begin = Call(ops["begin"].name, (), ScalarType.bool)
     return If(begin, block(_call(ops["config"], *shapes), body, _call(ops["end"])))
+
+
+def _uses_tiles(ops, stmt) -> bool:
+    from ...ir.visitor import nodes_of
+
+    names = {i.name for i in ops.values()}
+    return any(c.fn in names for c in nodes_of(stmt, Call))
+
+
+class _PerThread(Mutator):
+    """The bodies of the outermost parallel loops (the innermost of a perfect chain of them, which
+    OpenMP collapses) bracketed; `strip`: emptied instead (to look at what is left outside)."""
+
+    def __init__(self, ops, parallel, strip=False):
+        self.ops, self.parallel, self.strip = ops, parallel, strip
+
+    def visit_For(self, f: For):
+        if f.var not in self.parallel:
+            return self.generic_visit(f)
+        chain = [f]
+        while isinstance(chain[-1].body, For) and chain[-1].body.var in self.parallel:
+            chain.append(chain[-1].body)
+        inner = block() if self.strip else (_bracket(self.ops, chain[-1].body)
+                                             if _uses_tiles(self.ops, chain[-1].body) else chain[-1].body)
+        for g in reversed(chain):
+            inner = For(g.var, g.lo, g.hi, inner, g.kind, g.attrs)
+        return inner
 
 
 def _call(intr, *args) -> Evaluate:

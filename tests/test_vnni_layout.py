@@ -1,0 +1,115 @@
+"""Caches in VNNI order (`plan.cache(X, ..., layout=acc.Array.Layout.VNNI)`): the rows of a block
+kept in groups of 32 bits' worth (4 one-byte / 2 two-byte elements) interleaved into the columns.
+The same results as without the cache (reference evaluator), for every element type, blocks with
+a partial last group, caches of panels (multicaches) and host code reading the cache directly;
+and the errors for what the layout cannot be."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy.ir.affine import element_offset
+from accpy.ir.expr import Buffer, Const, Var, idx_op
+from accpy.testing import assert_matches_reference
+
+S = acc.ScalarType
+VNNI = acc.Array.Layout.VNNI
+
+
+def _matmul(M, N, K, ta, tc):
+    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
+
+    return nest, (A, B, C), (i, j, k)
+
+
+def test_element_offset_of_a_grouped_buffer():
+    b = Buffer("b", S.int8, (Const(12), Const(8)), (Const(32), Const(4)), group=4)
+    assert [element_offset(b, (Const(r), Const(c))).value for r, c in ((0, 0), (1, 0), (3, 0), (4, 0), (5, 2))] == \
+        [0, 1, 3, 32, 32 + 8 + 1]
+    v = Var("v")
+    # whole groups of rows: no division left in the address
+    assert "floordiv" not in repr(element_offset(b, (idx_op("mul", v, Const(4)), Const(1))))
+
+
+@pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32),
+                                    (S.float32, S.float32), (S.int16, S.int32)])
+@pytest.mark.parametrize("shape", [(8, 12, 16), (5, 7, 9)])
+def test_a_vnni_cache_gives_the_same_results(ta, tc, shape):
+    M, N, K = shape
+    nest, args, (i, j, k) = _matmul(M, N, K, ta, tc)
+    s = nest.create_schedule()
+    jj = s.split(j, 4)
+    s.reorder(j, i, k, jj)
+    plan = s.create_plan()
+    plan.cache(args[1], index=i, layout=VNNI)
+    assert_matches_reference(plan, args)
+
+
+def test_a_vnni_multicache_of_panels_gives_the_same_results():
+    M, N, K = 9, 20, 11
+    nest, args, (i, j, k) = _matmul(M, N, K, S.int8, S.int32)
+    s = nest.create_schedule()
+    j1 = s.split(j, 8)
+    jj = s.split(j1, 4)
+    s.reorder(j, i, j1, k, jj)
+    plan = s.create_plan()
+    plan.cache(args[1], index=k, trigger_index=j, layout=VNNI)
+    code = plan.emit_c()
+    assert "B_cache" in code
+    assert_matches_reference(plan, args)
+
+
+def test_the_copy_into_a_vnni_cache_runs_in_its_memory_order():
+    """The fill loops go group row by group row, column by column, the rows of a group unrolled:
+    consecutive stores to consecutive elements; a partial last group is guarded."""
+    nest, args, (i, j, k) = _matmul(4, 8, 6, S.int8, S.int32)
+    s = nest.create_schedule()
+    s.reorder(j, i, k)
+    plan = s.create_plan()
+    plan.cache(args[1], index=j, layout=VNNI)
+    code = plan.emit_c()
+    assert "B_cache[32*B_c0 + 4*B_c1 + 1]" in code
+    assert "< 6" in code  # rows 6, 7 of the second group do not exist
+
+
+def test_vnni_layout_errors():
+    with pytest.raises(ValueError, match="VNNI is a cache layout"):
+        acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(4, 4), layout=VNNI)
+    v = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(16,), name="v")
+    out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(16,), name="out")
+    nest = acc.Nest(shape=(16,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        out[i] += v[i]
+
+    plan = nest.create_plan()
+    with pytest.raises(ValueError, match="VNNI groups the rows of a 2-D"):
+        plan.cache(v, index=i, layout=VNNI)
+    nest, args, (i, j, k) = _matmul(8, 8, 8, S.int8, S.int32)
+    plan = nest.create_plan()
+    with pytest.raises(ValueError, match="a VNNI cache lives in host memory"):
+        plan.cache(args[1], index=k, layout=VNNI, location=acc.MemorySpace.SHARED)
+
+
+def test_a_vnni_cache_is_never_vectorized_across_its_groups():
+    """A vectorized loop moving along the grouped dimension would need gathers: it stays scalar (or
+    moves along the columns), the results unchanged."""
+    M, N, K = 8, 32, 16
+    nest, args, (i, j, k) = _matmul(M, N, K, S.float32, S.float32)
+    s = nest.create_schedule()
+    s.reorder(i, j, k)
+    plan = s.create_plan()
+    plan.cache(args[1], index=i, layout=VNNI)
+    plan.vectorize(k)
+    assert_matches_reference(plan, args)
