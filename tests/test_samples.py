@@ -153,3 +153,16 @@ def test_visualize_schedules(tmp_path):
                     "tile_3x2.png", "tile_3x2_cache.png"], out
     text = check_ok(run_sample("visualize_schedules.py", tmp_path, "--text"))
     assert "split_by_5_padded:\n 0  1  2  3  4  5  6  7  8  9 10 11  .  .  .\n" in text
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_int8_matmul(tmp_path, threads):
+    """The quantized int8 matmul on the tile unit (AMX here, else its functional model), exact
+    against numpy, tails in every direction."""
+    out = check_ok(run_sample("int8_matmul.py", tmp_path, "100", "130", "90", "--threads", threads))
+    assert "exact against numpy" in out
+
+
+def test_bf16_matmul(tmp_path):
+    out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "50", "--threads", "2"))
+    assert "matches numpy" in out

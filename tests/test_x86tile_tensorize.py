@@ -174,13 +174,20 @@ def test_lowp_benchmark_runs(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(root))
-    p = subprocess.run([sys.executable, str(root / "benchmarks" / "lowp.py"), "--sizes", "64", "--repeat", "1"],
-                       capture_output=True, text=True, env=env, timeout=600)
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "lowp.py"), "--sizes", "64,40x24x70", "--repeat",
+                        "1"], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     assert lines
-    for x in lines:
-        assert "skipped" in x or (x["accpy_gops"] > 0 and x["mkl_gops"] > 0 and x["dtype"] in ("int8", "bf16"))
+    if "skipped" in lines[0]:
+        return
+    peaks = [x for x in lines if x["kernel"] == "tile_peak"]
+    runs = [x for x in lines if x["kernel"] == "matmul"]
+    assert {x["dtype"] for x in peaks} == {"int8", "bf16"} and all(x["gops"] > 0 for x in peaks)
+    assert len(runs) == 2 * 2 * 2  # shapes x dtypes x threads (1, 2)
+    for x in runs:
+        assert x["accpy_gops"] > 0 and x["mkl_gops"] > 0 and x["dtype"] in ("int8", "bf16") and x["path"] == "amx"
+        assert x["threads"] in (1, 2) and 0 < x["peak_fraction"] < 1
 
 
 def _blocked_plan(nest, args, idx, target, gr, gc, NC, kdepth=64, threads=None, packed_b=True, unroll=True):
