@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -117,7 +116,6 @@ def main(argv=None) -> int:
               flush=True)
     for threads in (int(t) for t in a.threads.split(",")):
         mkl.set_threads(threads)
-        os.environ["OMP_NUM_THREADS"] = str(threads)
         for dtype in a.dtypes.split(","):
             for M, N, K in shapes(a.sizes):
                 plan, args = tile_matmul_plan(M, N, K, dtype, threads, target=host)

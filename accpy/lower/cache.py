@@ -107,7 +107,7 @@ def insert_caches(stmt, request, symbols, owners=None):
                           request.target)
         info.memory = c.memory if c.memory is not None and memory(c.memory) is not None else None
         info.deferred = c.deferred
-        if getattr(c, "vnni", False) and source.rank >= 2:
+        if c.vnni and source.rank >= 2:
             info.group = max(1, 4 // max(1, info.dtype.bits // 8))
         stmt = _apply(stmt, info, symbols)
         if info.deferred:

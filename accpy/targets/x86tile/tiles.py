@@ -27,7 +27,7 @@ from ...ir.affine import Affine, to_affine
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
 from ...ir.kinds import BufferRole, HostMemory
 from ...ir.stmt import Alloc, Evaluate, For, If, Store, block
-from ...ir.visitor import Mutator, free_vars
+from ...ir.visitor import Mutator, free_vars, nodes_of
 from ...ir.types import ScalarType
 from . import machine as mc
 
@@ -217,16 +217,17 @@ def _shifted(origin, dr: int, dc: int):
     return list(origin[:-2]) + [idx_op("add", origin[-2], Const(dr)), idx_op("add", origin[-1], Const(dc))]
 
 
-def _per_tile(lay: Layout, origin, exts, one):
-    """`one(tile, origin, extents)` for each tile of the layout's grid (those past a constant
-    extent left out)."""
+def _per_tile(lay: Layout, origin, exts, one, empty=None):
+    """`one(tile, origin, extents)` for each tile of the layout's grid; a tile past a constant
+    extent gets `empty(tile)` (None: nothing)."""
     tr, tc = lay.tile_block
     out = []
     for t, dr, dc in lay.tiles():
         sub = (_part(exts[-2], dr, tr), _part(exts[-1], dc, tc))
         if as_int(sub[0]) == 0 or as_int(sub[1]) == 0:
-            continue
-        out.append(one(t, _shifted(origin, dr, dc), sub))
+            out.append(empty(t) if empty is not None else None)
+        else:
+            out.append(one(t, _shifted(origin, dr, dc), sub))
     return block(*out)
 
 
@@ -234,9 +235,8 @@ def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str):
     """Load the block src[origin + c] (c < exts) into the layout's tiles; src None: zeros."""
     if src is None:
         return block(*[_call(ops["zero"], t) for t, _, _ in lay.tiles()])
-    zeros = [_call(ops["zero"], t) for t, dr, dc in lay.tiles()
-             if as_int(_part(exts[-2], dr, lay.tile_block[0])) == 0 or as_int(_part(exts[-1], dc, lay.tile_block[1])) == 0]
-    return block(*zeros, _per_tile(lay, origin, exts, lambda t, o, e: _copy_in_tile(ops, lay, t, src, o, e)))
+    return _per_tile(lay, origin, exts, lambda t, o, e: _copy_in_tile(ops, lay, t, src, o, e),
+                     empty=lambda t: _call(ops["zero"], t))
 
 
 def _multiple_of(e, g: int) -> bool:
@@ -350,8 +350,6 @@ def _tile_number(lay: Layout, x: Load, roles, what: str):
 
 def check_tile_numbers(ops, stmt, request=None):
     """After unrolling: every tile number is a constant (the instructions take immediates)."""
-    from ...ir.visitor import nodes_of
-
     names = {ops[k].name: n for k, n in (("loadd", 1), ("stored", 1), ("zero", 1), ("dpbssd", 3), ("dpbsud", 3),
                                             ("dpbusd", 3), ("dpbuud", 3), ("dpbf16ps", 3))}
     for call in nodes_of(stmt, Call):
@@ -376,8 +374,6 @@ def bracket(ops, body, request=None):
     configuration (every tile 16 rows x 64 bytes), the work, end. Tiles and their configuration
     belong to a thread: in a parallel plan each iteration of the (outermost, collapsed) parallel
     loops opens its own bracket, and no tile work may be left outside them."""
-    from ...ir.visitor import nodes_of
-
     parallel = {v for v, k in (request.kinds.items() if request is not None else ()) if k == "parallel"}
     if not any(f.var in parallel for f in nodes_of(body, For)):
         return _bracket(ops, body)  # (no parallel loop left: e.g. one of a single iteration)
@@ -395,8 +391,6 @@ def _bracket(ops, body):
 
 
 def _uses_tiles(ops, stmt) -> bool:
-    from ...ir.visitor import nodes_of
-
     names = {i.name for i in ops.values()}
     return any(c.fn in names for c in nodes_of(stmt, Call))
 
