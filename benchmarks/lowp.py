@@ -1,18 +1,21 @@
-"""Low-precision matmuls on the x86 tile unit (AMX) against Intel MKL, in the same process.
+"""Low-precision matmuls on the x86 tile unit (AMX) and on AVX-512 dot products (VNNI, BF16)
+against Intel MKL, in the same process.
 
     python benchmarks/lowp.py [--sizes 256,512,1024,2048,4096,1000,511x513x257] [--threads 1,2]
-                              [--dtypes int8,bf16] [--repeat 5] [--sgemm]
+                              [--dtypes int8,bf16] [--paths amx,vector] [--repeat 5] [--sgemm]
 
 int8: C (int32) += A (uint8) . B (int8), against MKL's cblas_gemm_s8u8s32; bf16: C (float32) +=
-A . B (bfloat16), against cblas_gemm_bf16bf16f32. accpy's kernel is samples/int8_matmul.py's
-`tile_matmul_plan` (B packed once per column block in VNNI order, 1 x 3 accumulator tiles kept
-across k), checked against numpy (int8: exactly) before it is timed. MKL runs on as many threads
-as accpy. `peak_fraction`: accpy's rate over the measured tile-unit peak (a loop of tile dot
-products on registers, per thread, times the threads). `--sgemm` adds accpy's own fp32 sgemm
-(samples/optimized_matmul.py) of the same shape (`sgemm_gflops`, `vs_sgemm`: ops per second
-over the sgemm's). One JSON object per line: kernel, dtype, path, shape, threads, accpy_gops,
-mkl_gops, ratio (accpy / MKL, medians in this process), peak_fraction. Skips, saying why, where
-the CPU has no tile unit or MKL is missing.
+A . B (bfloat16), against cblas_gemm_bf16bf16f32. Two kernels of samples/int8_matmul.py: path
+"amx", `tile_matmul_plan` (B packed once per column block in VNNI order, 1 x 3 accumulator tiles
+kept across k); the vector path ("vnni" for int8: VPDPBUSD; "avx512bf16": VDPBF16PS),
+`vector_matmul_plan` (a 6 x 64 register tile, B packed in VNNI order). Each is checked against
+numpy (int8: exactly) before it is timed. MKL runs on as many threads as accpy. `peak_fraction`:
+accpy's rate over the measured peak of the path's instruction (a loop of tile or vector dot
+products on registers, per thread, times the threads; `kernel: "peak"` rows). `--sgemm` adds
+accpy's own fp32 sgemm (samples/optimized_matmul.py) of the same shape (`sgemm_gflops`,
+`vs_sgemm`: ops per second over the sgemm's). One JSON object per line: kernel, dtype, path,
+shape, threads, accpy_gops, mkl_gops, ratio (accpy / MKL, medians in this process),
+peak_fraction. Skips, saying why, a path the CPU lacks, or everything when MKL is missing.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "samples"))
 from _common import median_seconds  # noqa: E402
 
 import accpy as acc  # noqa: E402
-from int8_matmul import tile_matmul_plan  # noqa: E402
+from int8_matmul import tile_matmul_plan, vector_matmul_plan  # noqa: E402
 
 PEAK_C = r"""
 #include <immintrin.h>
@@ -64,16 +67,40 @@ int amx_peak(long iters, int bf16) {
     _tile_release();
     return 0;
 }
+/* ops per call: iters * 12 independent dot products of 16 lanes (64 int8 or 32 bf16 products) */
+#define ACC12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define DECL(n) __m512i c##n = _mm512_setzero_si512();
+#define DPBUSD(n) __asm__("vpdpbusd %2, %1, %0" : "+v"(c##n) : "v"(a), "v"(b));
+#define DPBF16(n) __asm__("vdpbf16ps %2, %1, %0" : "+v"(c##n) : "v"(a), "v"(b));
+#define SUM(n) s += _mm512_reduce_add_epi32(c##n);
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512bf16")))
+int vector_peak(long iters, int bf16) {
+    __m512i a = _mm512_set1_epi32(0x01020304), b = _mm512_set1_epi32(0x01010101);
+    ACC12(DECL)
+    if (bf16) {
+        for (long n = 0; n < iters; n++) { ACC12(DPBF16) }
+    } else {
+        for (long n = 0; n < iters; n++) { ACC12(DPBUSD) }
+    }
+    int s = 0;
+    ACC12(SUM)
+    return s == 12345 ? 1 : 0;
+}
 """
+
+
+def _peak_library(out_dir: Path):
+    src, lib = out_dir / "lowp_peak.c", out_dir / "liblowp_peak.so"
+    if not lib.exists():
+        src.write_text(PEAK_C)
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-mamx-tile", "-mamx-int8", "-mamx-bf16", str(src), "-o",
+                        str(lib)], check=True)
+    return ctypes.CDLL(str(lib))
 
 
 def tile_peak_gops(dtype: str, out_dir: Path) -> float:
     """One core's measured tile-unit rate (GOPS) on register operands."""
-    src, lib = out_dir / "amx_peak.c", out_dir / "libamx_peak.so"
-    src.write_text(PEAK_C)
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-mamx-tile", "-mamx-int8", "-mamx-bf16", str(src), "-o",
-                    str(lib)], check=True)
-    f = ctypes.CDLL(str(lib)).amx_peak
+    f = _peak_library(out_dir).amx_peak
     f.argtypes, f.restype = [ctypes.c_long, ctypes.c_int], ctypes.c_int
     iters = 200_000
     bf16 = int(dtype == "bf16")
@@ -82,6 +109,39 @@ def tile_peak_gops(dtype: str, out_dir: Path) -> float:
     t = median_seconds(lambda: f(iters, bf16), repeat=5)
     ops = iters * 4 * 2 * 16 * 16 * (64 if dtype == "int8" else 32)
     return ops / t / 1e9
+
+
+def vector_peak_gops(dtype: str, out_dir: Path) -> float:
+    """One core's measured rate (GOPS) of VPDPBUSD (int8) or VDPBF16PS (bf16) on registers."""
+    f = _peak_library(out_dir).vector_peak
+    f.argtypes, f.restype = [ctypes.c_long, ctypes.c_int], ctypes.c_int
+    iters = 2_000_000
+    bf16 = int(dtype == "bf16")
+    t = median_seconds(lambda: f(iters, bf16), repeat=5)
+    ops = iters * 12 * 2 * (64 if dtype == "int8" else 32)
+    return ops / t / 1e9
+
+
+VECTOR_PATH = {"int8": ("vnni", ("avx512f", "avx512bw", "avx512_vnni")),
+               "bf16": ("avx512bf16", ("avx512f", "avx512bw", "avx512_bf16"))}
+
+
+def available_paths(host, dtype: str, paths) -> list:
+    """[(path name, plan function)] this CPU runs; a JSON skip line for each it does not."""
+    out = []
+    for p in paths:
+        if p == "amx":
+            if all(host.has(f) for f in ("amx_tile", "amx_int8", "amx_bf16")):
+                out.append(("amx", tile_matmul_plan))
+            else:
+                print(json.dumps({"skipped": f"{dtype} amx: this CPU has no AMX tile unit"}), flush=True)
+        else:
+            name, feats = VECTOR_PATH[dtype]
+            if all(host.has(f) for f in feats):
+                out.append((name, vector_matmul_plan))
+            else:
+                print(json.dumps({"skipped": f"{dtype} {name}: this CPU lacks one of {', '.join(feats)}"}), flush=True)
+    return out
 
 
 def shapes(spec: str):
@@ -97,11 +157,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="int8,bf16")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sgemm", action="store_true", help="also time accpy's fp32 sgemm of each shape")
+    ap.add_argument("--paths", default="amx,vector", help="amx, vector (VNNI / AVX512-BF16) or both")
     a = ap.parse_args(argv)
     host = acc.Target.HOST
-    if not all(host.has(f) for f in ("amx_tile", "amx_int8", "amx_bf16")):
-        print(json.dumps({"skipped": "this CPU has no AMX tile unit (int8 and bf16 tiles)"}))
-        return 0
     import mklblas
 
     mkl, why = mklblas.load()
@@ -110,56 +168,72 @@ def main(argv=None) -> int:
         return 0
     rng = np.random.default_rng(0)
     out_dir = Path(tempfile.mkdtemp(prefix="accpy_lowp_"))
-    peaks = {d: tile_peak_gops(d, out_dir) for d in a.dtypes.split(",")}
-    for d, p in peaks.items():
-        print(json.dumps({"kernel": "tile_peak", "dtype": d, "path": "amx", "threads": 1, "gops": round(p, 1)}),
-              flush=True)
+    dtypes = a.dtypes.split(",")
+    paths = {d: available_paths(host, d, a.paths.split(",")) for d in dtypes}
+    peaks = {}
+    for d in dtypes:
+        for name, _ in paths[d]:
+            peaks[(d, name)] = tile_peak_gops(d, out_dir) if name == "amx" else vector_peak_gops(d, out_dir)
+            print(json.dumps({"kernel": "peak", "dtype": d, "path": name, "threads": 1,
+                              "gops": round(peaks[(d, name)], 1)}), flush=True)
     for threads in (int(t) for t in a.threads.split(",")):
         mkl.set_threads(threads)
-        for dtype in a.dtypes.split(","):
+        for dtype in dtypes:
             for M, N, K in shapes(a.sizes):
-                plan, args = tile_matmul_plan(M, N, K, dtype, threads, target=host)
-                pkg = acc.Package()
-                pkg.add(plan, args=args, base_name="mm")
-                fn = pkg.build(f"lowp_{dtype}_{M}_{N}_{K}_{threads}", output_dir=out_dir, python_module=False,
-                               progress=False).mm
-                if dtype == "int8":
-                    x = rng.integers(0, 256, (M, K), dtype=np.uint8)
-                    y = rng.integers(-128, 128, (K, N), dtype=np.int8)
-                    c = np.zeros((M, N), np.int32)
-                    fn(x, y, c)
-                    assert np.array_equal(c, x.astype(np.int32) @ y.astype(np.int32)), "int8 result differs from numpy"
-                    ref = lambda: mkl.gemm_s8u8s32(x, y, c)  # noqa: E731
-                else:
-                    x = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
-                    y = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
-                    c = np.zeros((M, N), np.float32)
-                    fn(x, y, c)
-                    want = acc.bfloat16_values(x) @ acc.bfloat16_values(y)
-                    assert np.allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(K)), "bf16 result differs from numpy"
-                    ref = lambda: mkl.gemm_bf16bf16f32(x, y, c)  # noqa: E731
-                ops = 2.0 * M * N * K
-                t_accpy = median_seconds(lambda: fn(x, y, c), repeat=a.repeat)
-                t_mkl = median_seconds(ref, repeat=a.repeat)
-                row = {"kernel": "matmul", "dtype": dtype, "path": "amx", "shape": [M, N, K], "threads": threads,
-                       "accpy_gops": round(ops / t_accpy / 1e9, 1), "mkl_gops": round(ops / t_mkl / 1e9, 1),
-                       "ratio": round(t_mkl / t_accpy, 3),
-                       "peak_fraction": round(ops / t_accpy / 1e9 / (peaks[dtype] * threads), 3)}
-                if a.sgemm:
-                    from optimized_matmul import matmul_plan
-
-                    sp, sargs = matmul_plan(M, N, K, threads=threads)
-                    pkg = acc.Package()
-                    pkg.add(sp, args=sargs, base_name="sgemm")
-                    sg = pkg.build(f"lowp_sgemm_{M}_{N}_{K}_{threads}", output_dir=out_dir, python_module=False,
-                                   progress=False).sgemm
-                    fa, fb = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
-                    fc = np.zeros((M, N), np.float32)
-                    t_s = median_seconds(lambda: sg(fa, fb, fc), repeat=a.repeat)
-                    row["sgemm_gflops"] = round(ops / t_s / 1e9, 1)
-                    row["vs_sgemm"] = round(t_s / t_accpy, 2)
-                print(json.dumps(row), flush=True)
+                for path, make in paths[dtype]:
+                    print(json.dumps(measure(a, mkl, rng, out_dir, host, make, path, dtype, (M, N, K), threads,
+                                             peaks[(dtype, path)])), flush=True)
     return 0
+
+
+def measure(a, mkl, rng, out_dir, host, make, path, dtype, shape, threads, peak) -> dict:
+    """One row: accpy's kernel of `path` checked against numpy, then timed against MKL."""
+    M, N, K = shape
+    plan, args = make(M, N, K, dtype, threads, target=host)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    fn = pkg.build(f"lowp_{path}_{dtype}_{M}_{N}_{K}_{threads}", output_dir=out_dir, python_module=False,
+                   progress=False).mm
+    if dtype == "int8":
+        x = rng.integers(0, 256, (M, K), dtype=np.uint8)
+        y = rng.integers(-128, 128, (K, N), dtype=np.int8)
+        c = np.zeros((M, N), np.int32)
+        fn(x, y, c)
+        assert np.array_equal(c, x.astype(np.int32) @ y.astype(np.int32)), "int8 result differs from numpy"
+        ref = lambda: mkl.gemm_s8u8s32(x, y, c)  # noqa: E731
+    else:
+        x = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
+        y = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
+        c = np.zeros((M, N), np.float32)
+        fn(x, y, c)
+        want = acc.bfloat16_values(x) @ acc.bfloat16_values(y)
+        assert np.allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(K)), "bf16 result differs from numpy"
+        ref = lambda: mkl.gemm_bf16bf16f32(x, y, c)  # noqa: E731
+    ops = 2.0 * M * N * K
+    t_accpy = median_seconds(lambda: fn(x, y, c), repeat=a.repeat)
+    t_mkl = median_seconds(ref, repeat=a.repeat)
+    row = {"kernel": "matmul", "dtype": dtype, "path": path, "shape": [M, N, K], "threads": threads,
+           "accpy_gops": round(ops / t_accpy / 1e9, 1), "mkl_gops": round(ops / t_mkl / 1e9, 1),
+           "ratio": round(t_mkl / t_accpy, 3), "peak_fraction": round(ops / t_accpy / 1e9 / (peak * threads), 3)}
+    if a.sgemm:
+        from optimized_matmul import matmul_plan
+
+        sp, sargs = matmul_plan(M, N, K, threads=threads)
+        pkg = acc.Package()
+        pkg.add(sp, args=sargs, base_name="sgemm")
+        sg = pkg.build(f"lowp_sgemm_{M}_{N}_{K}_{threads}", output_dir=out_dir, python_module=False,
+                       progress=False).sgemm
+        fa, fb = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
+        fc = np.zeros((M, N), np.float32)
+        # interleaved with accpy's kernel, so drift hits both alike
+        ts, tk = [], []
+        for _ in range(a.repeat):
+            ts.append(median_seconds(lambda: sg(fa, fb, fc), repeat=1))
+            tk.append(median_seconds(lambda: fn(x, y, c), repeat=1))
+        t_s, t_k = float(np.median(ts)), float(np.median(tk))
+        row["sgemm_gflops"] = round(ops / t_s / 1e9, 1)
+        row["vs_sgemm"] = round(t_s / t_k, 2)
+    return row
 
 
 if __name__ == "__main__":

@@ -138,6 +138,20 @@ ACCPY_INLINE uint16_t accpy_float_to_bf16(float f) {
 }
 ACCPY_INLINE float accpy_bf16_round(float f) { return accpy_bf16_to_float(accpy_float_to_bf16(f)); }
 
+/* the 32 bits at p, of any element type (a vector dot product's broadcast quad or pair) */
+ACCPY_INLINE int32_t accpy_load_i32(const void* p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* the first n (< 4) bytes at p, the others 0 */
+ACCPY_INLINE int32_t accpy_load_i32_part(const void* p, int n) {
+    int32_t v = 0;
+    memcpy(&v, p, (size_t)n);
+    return v;
+}
+
 ACCPY_INLINE float accpy_min_f32(float a, float b) { return a < b ? a : b; }
 ACCPY_INLINE float accpy_max_f32(float a, float b) { return a > b ? a : b; }
 ACCPY_INLINE double accpy_min_f64(double a, double b) { return a < b ? a : b; }
@@ -148,6 +162,17 @@ ACCPY_INLINE double accpy_max_f64(double a, double b) { return a > b ? a : b; }
  * the largest header by far, most of a small kernel's compile time) */
 #if defined(__x86_64__) && !defined(ACCPY_NO_VECTORS)
 #include <immintrin.h>
+/* c + the dot products of a's uint8 and b's int8 quads (VPDPBUSD) and of bfloat16 pairs
+ * (VDPBF16PS), as asm: gcc's builtins for them make it copy every accumulator of an unrolled
+ * micro-kernel from one register to another on each step */
+#define accpy_dpbusd(c, a, b) __extension__({ \
+    __m512i accpy_c_ = (c);                    \
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(accpy_c_) : "v"(a), "v"(b)); \
+    accpy_c_; })
+#define accpy_dpbf16ps(c, a, b) __extension__({ \
+    __m512 accpy_c_ = (c);                       \
+    __asm__("vdpbf16ps %2, %1, %0" : "+v"(accpy_c_) : "v"(a), "v"(b)); \
+    accpy_c_; })
 #define ACCPY_AVX2 static inline __attribute__((always_inline, unused, target("avx2,fma")))
 #define ACCPY_HREDUCE(NAME, VT, T, N, OP)                                    \
     ACCPY_AVX2 T NAME(VT v) {                                                \

@@ -1,13 +1,14 @@
-"""bfloat16 matmul on the x86 tile unit (AMX): C (float32) += A (bf16) @ B (bf16).
+"""bfloat16 matmul on the x86 tile unit (AMX) or AVX-512 BF16: C (float32) += A (bf16) @ B (bf16).
 
 The schedule is int8_matmul.py's (`tile_matmul_plan`): B packed once per column block in VNNI
 order (pairs of consecutive k per 32-bit slot), 1 x 3 accumulator tiles kept across k, tiles of
 16 x 16 x 32. Inputs are bfloat16 bit patterns in uint16 arrays (`acc.bfloat16_bits`); the result
 is checked against numpy's float64 product of the same bf16 values, within a tolerance that
 grows with sqrt(K) (the tile unit sums pairs of products in float32). Where the CPU has no AMX
-the code runs on the functional model.
+the product runs on VDPBF16PS (int8_matmul.py's `vector_matmul_plan`), or `--path amx` runs the
+tile schedule on the functional model.
 
-    python samples/bf16_matmul.py [M N K] [--threads T] [--output-dir DIR]
+    python samples/bf16_matmul.py [M N K] [--threads T] [--path amx|vector] [--output-dir DIR]
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402
-from int8_matmul import has_amx, tile_block_sizes, tile_matmul_plan  # noqa: E402
+from int8_matmul import default_path, describe_path, matmul_plan, tile_block_sizes, vector_block_sizes  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -29,11 +30,14 @@ def main(argv=None) -> int:
     ap.add_argument("shape", nargs="*", type=int, default=[256, 256, 256])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--output-dir", default=None, help="where the package is written (default: a temporary folder)")
+    ap.add_argument("--path", choices=("amx", "vector"), default=None,
+                    help="the tile unit (its model without AMX) or AVX-512 BF16 (default: AMX if present)")
     a = ap.parse_args(argv)
     M, N, K = (a.shape + a.shape[-1:] * 3)[:3]
-    print(f"bf16 matmul {M}x{N}x{K} on the tile unit ({'AMX' if has_amx() else 'functional model: no AMX here'}), "
-          f"threads={a.threads}, sizes {tile_block_sizes(M, N, K, 'bf16', a.threads)}")
-    plan, args = tile_matmul_plan(M, N, K, "bf16", a.threads)
+    path = a.path or default_path("bf16")
+    sizes = (tile_block_sizes if path == "amx" else vector_block_sizes)(M, N, K, "bf16", a.threads)
+    print(f"bf16 matmul {M}x{N}x{K} on {describe_path(path, 'bf16')}, threads={a.threads}, sizes {sizes}")
+    plan, args = matmul_plan(M, N, K, "bf16", a.threads, path)
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="matmul_bf16")
     lib = pkg.build("bf16_matmul", output_dir=a.output_dir or tempfile.mkdtemp(prefix="accpy_bf16_"), python_module=False,

@@ -155,14 +155,38 @@ def test_visualize_schedules(tmp_path):
     assert "split_by_5_padded:\n 0  1  2  3  4  5  6  7  8  9 10 11  .  .  .\n" in text
 
 
+def _has(*features):
+    import accpy as acc
+
+    return all(acc.Target.HOST.has(f) for f in features)
+
+
+_NO_VNNI = "this CPU has no AVX-512 VNNI"
+_NO_BF16 = "this CPU has no AVX-512 BF16"
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_int8_matmul(tmp_path, threads):
     """The quantized int8 matmul on the tile unit (AMX here, else its functional model), exact
     against numpy, tails in every direction."""
-    out = check_ok(run_sample("int8_matmul.py", tmp_path, "100", "130", "90", "--threads", threads))
-    assert "exact against numpy" in out
+    out = check_ok(run_sample("int8_matmul.py", tmp_path, "100", "130", "90", "--threads", threads, "--path", "amx"))
+    assert "exact against numpy" in out and "the tile unit" in out
+
+
+@pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_vnni"), reason=_NO_VNNI)
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_int8_matmul_vnni(tmp_path, threads):
+    """The same on AVX-512 VNNI (K = 91: a last group of 3 k), exact against numpy."""
+    out = check_ok(run_sample("int8_matmul.py", tmp_path, "100", "130", "91", "--threads", threads, "--path", "vector"))
+    assert "exact against numpy" in out and "VNNI" in out
 
 
 def test_bf16_matmul(tmp_path):
-    out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "50", "--threads", "2"))
+    out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "50", "--threads", "2", "--path", "amx"))
     assert "matches numpy" in out
+
+
+@pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_bf16"), reason=_NO_BF16)
+def test_bf16_matmul_avx512(tmp_path):
+    out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "51", "--path", "vector"))
+    assert "matches numpy" in out and "BF16" in out

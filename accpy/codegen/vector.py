@@ -23,10 +23,28 @@ class VectorEmitter:
     def e_VLoad(self, e) -> str:
         isa = self._isa(e.buffer.dtype, e.lanes)
         p = self._addr(e.buffer, e.indices)
-        op = "load" if e.stride == 1 else "gather"  # a gather's template takes the stride {s}
+        if e.part:
+            return self._partial_groups(isa, e, p)
+        # a gather's template takes the stride {s}; stride 0 repeats the 32 bits at {p}
+        op = "load" if e.stride == 1 else "bcast" if e.stride == 0 else "gather"
         if e.count is None:
             return self._fill(isa, op, p=p, s=e.stride)
         return self._fill(isa, "m" + op, p=p, s=e.stride, m=self._fill(isa, "mask", n=self.expr(e.count)))
+
+    def _partial_groups(self, isa, e, p) -> str:
+        """A dot product's operand of which every group holds only its first `part` elements
+        (the tail of a reduction that is not a multiple of the group): a masked load, or for a
+        repeated group the `part` elements at the address (memcpy: nothing past them is read)."""
+        if e.stride == 0:
+            return self._fill(isa, "bcast_part", p=p, n=e.part * (e.buffer.dtype.bits // 8))
+        slot = (1 << e.part) - 1
+        pattern = 0
+        for g in range(e.lanes // e.group):
+            pattern |= slot << (g * e.group)
+        m = f"0x{pattern:x}ull"
+        if e.count is not None:
+            m = f"({m} & {self._fill(isa, 'mask', n=self.expr(e.count))})"
+        return self._fill(isa, "mload", p=p, m=m)
 
     def e_Broadcast(self, e) -> str:
         return self._fill(self._isa(e.dtype, e.lanes), "set1", a=self.expr(e.value))
@@ -36,7 +54,7 @@ class VectorEmitter:
         return self._fill(self._isa(dt, e.lanes), e.op, a=self.expr(e.a), b=self.expr(e.b))
 
     def e_VFma(self, e) -> str:
-        return self._fill(self._isa(e.dtype, e.lanes), "fma", a=self.expr(e.a), b=self.expr(e.b), c=self.expr(e.c))
+        return self._fill(self._isa(e.dtype, e.lanes), e.op, a=self.expr(e.a), b=self.expr(e.b), c=self.expr(e.c))
 
     def e_VCall(self, e) -> str:
         return self._fill(self._isa(e.dtype, e.lanes), e.fn, a=self.expr(e.args[0]))

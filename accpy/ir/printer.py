@@ -57,7 +57,7 @@ def _vector_expr_str(e, names) -> str:
     if isinstance(e, VBinOp):
         return f"v{e.op}({expr_str(e.a, names)}, {expr_str(e.b, names)})"
     if isinstance(e, VFma):
-        return f"vfma({expr_str(e.a, names)}, {expr_str(e.b, names)}, {expr_str(e.c, names)})"
+        return f"v{e.op}({expr_str(e.a, names)}, {expr_str(e.b, names)}, {expr_str(e.c, names)})"
     if isinstance(e, VCall):
         return f"v{e.fn}({', '.join(expr_str(a, names) for a in e.args)})"
     if isinstance(e, VCast):

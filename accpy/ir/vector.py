@@ -29,7 +29,11 @@ class VLoad(VExpr):
     indices: tuple
     lanes: int
     count: Optional[Expr] = None  # masked: only the first `count` lanes are read (others are 0)
-    stride: int = 1  # elements between lanes (not 1: a gather)
+    stride: int = 1  # elements between lanes (not 1: a gather; 0: the 32 bits at the address in every slot)
+    # a dot product's operand read as groups of `group` elements (a 32-bit slot) of which only the
+    # first `part` are read, the others 0 (0: all); with stride 0, `part` elements at the address
+    group: int = 1
+    part: int = 0
 
     @property
     def dtype(self) -> ScalarType:  # type: ignore[override]
@@ -59,13 +63,16 @@ class VBinOp(VExpr):
 
 @dataclass(frozen=True)
 class VFma(VExpr):
-    """a * b + c, lane-wise, one rounding."""
+    """a * b + c, lane-wise, one rounding (op "fma"); or, op "dot4" / "dot2", c plus each lane's
+    dot product of the quads (pairs) of narrow elements a and b hold in its slot (VPDPBUSD:
+    uint8 a, int8 b; VDPBF16PS: bfloat16)."""
 
     a: Expr
     b: Expr
     c: Expr
     dtype: ScalarType
     lanes: int
+    op: str = "fma"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,11 @@ broadcast, and one that moves by another constant stride becomes a gather or sca
 (AVX-512; elsewhere it is refused). A store whose target does not move is a
 reduction across the loop (`+=`, `-=`, `*=`, or an assignment such as
 `S[i] = max(S[i], A[i, j])`): it accumulates in a vector register and ends with a
-horizontal reduction. Two int32 accumulations of int16 products over adjacent pairs
-(`C[i] += int32(A[i, k]) * int32(B[i, k])`, k = 0, 1 unrolled) become one VPMADDWD.
+horizontal reduction. Accumulations of products over adjacent narrow elements become one
+dot-product instruction (`_Product`): two int32 ones of int16 pairs (`C[i] += int32(A[i, k]) *
+int32(B[i, k])`, k = 0, 1 unrolled) one VPMADDWD; four of uint8 x int8 quads one VPDPBUSD; two
+float32 ones of bfloat16 pairs one VDPBF16PS (with B in VNNI order, `C[i, j] += A[i, k] * B[k, j]`
+over 4 unrolled k: A's quad is repeated in every lane, B's quads are contiguous).
 
 Guarantees afterwards: no loop of kind `vectorized` remains for element types the
 target's vector library covers; the lanes compute exactly the scalar iterations (float
@@ -20,6 +23,7 @@ reductions are reassociated, as in BLAS).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 from ..errors import ScheduleError
 from ..ir.kinds import LoopKind
@@ -100,7 +104,7 @@ def _vector_dtype(stores):
             self.generic_visit(n)
 
         def visit_Call(self, n):
-            if n.fn != MADD16:  # its int16 operands are loaded as pairs of the int32 lanes
+            if _product_kind(n.fn)[0] is None:  # its narrow operands are loaded as groups per lane
                 self.generic_visit(n)
 
     for s in stores:
@@ -197,16 +201,20 @@ class _Chunk:
         first = tuple(substitute(ix, {self.lane: self.base}) for ix in e.indices)
         return VLoad(e.buffer, first, self.W, self.count, c), True
 
-    def madd16(self, e: Call):
-        """VPMADDWD: the int16 pairs (lane l reads elements 2l, 2l+1 from the first of each)."""
+    def product(self, e: Call):
+        """A `_Product` instruction's operands: lane l reads the group of elements g*l .. g*l + g - 1
+        from the first (a moving operand) or the group at the first (a staying one, repeated)."""
+        p, n = _product_kind(e.fn)
+        part = 0 if n == p.group else n  # a partial group: the elements past n are read as 0
         loads = []
         for x in e.args:
-            if _lane_coef(x.buffer, x.indices, self.lane) != 2:
-                raise NotVectorizable(f"{x.buffer.name}: the int16 pairs are not contiguous along the loop")
             first = tuple(substitute(ix, {self.lane: self.base}) for ix in x.indices)
-            count = None if self.count is None else idx_op("mul", Const(2), self.count)
-            loads.append(VLoad(x.buffer, first, 2 * self.W, count))
-        return VBinOp(MADD16, loads[0], loads[1], ScalarType.int32, self.W)
+            if _lane_coef(x.buffer, x.indices, self.lane) == 0:
+                loads.append(VLoad(x.buffer, first, p.group * self.W, None, 0, p.group, part))
+                continue
+            count = None if self.count is None else idx_op("mul", Const(p.group), self.count)
+            loads.append(VLoad(x.buffer, first, p.group * self.W, count, 1, p.group, part))
+        return VBinOp(p.op, loads[0], loads[1], p.acc, self.W)
 
     def vec(self, e):
         """(expression, varies_per_lane)."""
@@ -242,8 +250,8 @@ class _Chunk:
                 raise NotVectorizable(f"`{e.op}` is not vectorized")
             self._need("neg")
             return VCall("neg", (a,), e.dtype, self.W), True
-        if isinstance(e, Call) and e.fn == MADD16:
-            return self.madd16(e), True
+        if isinstance(e, Call) and _product_kind(e.fn)[0] is not None:
+            return self.product(e), True
         if isinstance(e, Call):
             args = [self.vec(x) for x in e.args]
             if not any(v for _, v in args):
@@ -465,54 +473,104 @@ def _strided_ok(isa, op: str, stride: int) -> bool:
 MADD16 = "madd16"  # Call marker: sum over a pair of int32(int16) * int32(int16), one int32 lane
 
 
+@dataclass(frozen=True)
+class _Product:
+    """Statements `C[x] += T(A[p + q]) * T(B[r + q])`, q = 0 .. group - 1 (an inner loop over
+    adjacent narrow elements, unrolled), that one instruction computes for every lane:
+    `C[x] += op(A[p], B[r])` (a Call marker). `moves`: how many elements an operand moves per
+    lane (every operand moves so for madd16; for the dot products an operand may also stay,
+    its quad or pair repeated in every lane); `factors`: the operands' element types, in the
+    instruction's order."""
+
+    op: str
+    group: int
+    acc: ScalarType
+    factors: tuple
+    accumulates: bool  # the instruction adds into C itself (dot4, dot2) or C += its result (madd16)
+    moves: tuple
+
+
+_PRODUCTS = (
+    _Product(MADD16, 2, ScalarType.int32, (ScalarType.int16, ScalarType.int16), False, (2,)),
+    _Product("dot4", 4, ScalarType.int32, (ScalarType.uint8, ScalarType.int8), True, (0, 4)),
+    _Product("dot2", 2, ScalarType.float32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),
+)
+_PRODUCT_OPS = {p.op: p for p in _PRODUCTS}
+
+
 def _pair_madds(stores, lane: Var, target):
-    """Adjacent statements `C[x] += int32(A[p]) * int32(B[q])` and the same with A[p + 1],
-    B[q + 1] (an inner loop of extent 2 over int16 pairs, unrolled), where C moves by one
-    element and A, B by two along the loop, as one `C[x] += madd16(A[p], B[q])`."""
-    if not supports_vector_op(target, ScalarType.int32, "madd16"):
+    """Runs of adjacent statements one dot-product instruction computes (`_Product`) as one
+    `C[x] += op(A[p], B[r])`; the others unchanged."""
+    kinds = [p for p in _PRODUCTS if supports_vector_op(target, p.acc, p.op)]
+    if not kinds:
         return stores
     out, k = [], 0
     while k < len(stores):
-        pair = stores[k:k + 2]
-        merged = _madd_of(*pair, lane) if len(pair) == 2 else None
-        if merged is not None:
-            out.append(merged)
-            k += 2
+        # a whole group, else (the tail of a reduction that is no multiple of it) a partial one
+        # (dot products only: the missing elements are read as 0)
+        for p, n in [(p, n) for p in kinds for n in range(p.group, 0 if p.accumulates else p.group - 1, -1)]:
+            merged = _product_of(p, stores[k:k + n], lane) if k + n <= len(stores) else None
+            if merged is not None:
+                out.append(merged)
+                k += n
+                break
         else:
             out.append(stores[k])
             k += 1
     return out
 
 
-def _int16_factors(s: Store):
+def _factors(s: Store, p: _Product):
+    """The loads of `C[x] += T(A[.]) * T(B[.])` in the instruction's operand order, or None."""
     v = s.value
-    if not (isinstance(v, BinOp) and v.op == "mul" and v.dtype is ScalarType.int32):
+    if not (isinstance(v, BinOp) and v.op == "mul" and v.dtype is p.acc):
         return None
     loads = []
     for x in (v.a, v.b):
-        if not (isinstance(x, Cast) and x.dtype is ScalarType.int32 and isinstance(x.value, Load)
-                and x.value.buffer.dtype is ScalarType.int16):
+        if not (isinstance(x, Cast) and x.dtype is p.acc and isinstance(x.value, Load)):
             return None
         loads.append(x.value)
-    return loads
+    types = tuple(x.buffer.dtype for x in loads)
+    if types == p.factors:
+        return loads
+    if types[::-1] == p.factors:
+        return loads[::-1]
+    return None
 
 
-def _madd_of(s1: Store, s2: Store, lane: Var):
-    if not (s1.buffer is s2.buffer and s1.indices == s2.indices and s1.reduce == s2.reduce == "add"
-            and s1.buffer.dtype is ScalarType.int32 and _lane_coef(s1.buffer, s1.indices, lane) == 1):
+def _product_of(p: _Product, run, lane: Var):
+    s1 = run[0]
+    if not (all(s.buffer is s1.buffer and s.indices == s1.indices and s.reduce == "add" for s in run)
+            and s1.buffer.dtype is p.acc and _lane_coef(s1.buffer, s1.indices, lane) == 1):
         return None
-    f1, f2 = _int16_factors(s1), _int16_factors(s2)
-    if f1 is None or f2 is None:
+    fs = [_factors(s, p) for s in run]
+    if any(f is None for f in fs):
         return None
-    for a, b in zip(f1, f2):
-        if a.buffer is not b.buffer or _lane_coef(a.buffer, a.indices, lane) != 2 \
-                or _lane_coef(b.buffer, b.indices, lane) != 2:
+    for n in range(2):
+        first = fs[0][n]
+        try:
+            moves = _lane_coef(first.buffer, first.indices, lane)
+        except NotVectorizable:
             return None
-        oa, ob = _offset(a.buffer, a.indices), _offset(b.buffer, b.indices)
-        d = None if oa is None or ob is None else ob - oa
-        if d is None or not d.is_const or d.const != 1:
+        if moves not in p.moves:
             return None
-    return Store(s1.buffer, s1.indices, Call(MADD16, (f1[0], f1[1]), ScalarType.int32), "add")
+        o0 = _offset(first.buffer, first.indices)
+        for q, f in enumerate(fs[1:], 1):
+            o = _offset(f[n].buffer, f[n].indices)
+            if f[n].buffer is not first.buffer or o0 is None or o is None or not (o - o0).is_const \
+                    or (o - o0).const != q or _lane_coef(f[n].buffer, f[n].indices, lane) != moves:
+                return None
+    if not any(_lane_coef(f.buffer, f.indices, lane) for f in fs[0]):
+        return None  # neither operand moves: nothing for the lanes to share
+    op = p.op if len(run) == p.group else f"{p.op}:{len(run)}"  # a partial group: its first elements
+    return Store(s1.buffer, s1.indices, Call(op, tuple(fs[0]), p.acc), "add")
+
+
+def _product_kind(fn: str):
+    """(the `_Product`, elements per group read) of a product Call marker, or (None, 0)."""
+    op, _, part = fn.partition(":")
+    p = _PRODUCT_OPS.get(op)
+    return (p, int(part) if part else (p.group if p else 0))
 
 
 def _splat(isa, v):
@@ -530,6 +588,8 @@ def _combine(op, a, b, isa):
         raise NotVectorizable(f"no {isa.name} instruction for `{op}=` on {isa.dtype.name}")
     if op == "add" and isinstance(b, VBinOp) and b.op == "mul" and isa.template("fma"):
         return VFma(b.a, b.b, a, isa.dtype, isa.lanes)
+    if op == "add" and isinstance(b, VBinOp) and b.op in _PRODUCT_OPS and _PRODUCT_OPS[b.op].accumulates:
+        return VFma(b.a, b.b, a, isa.dtype, isa.lanes, b.op)
     return VBinOp(op, a, b, isa.dtype, isa.lanes)
 
 

@@ -211,14 +211,18 @@ def _avx2_int32():
 
 
 LIBRARY = {
+    # dot2: {c} plus, per lane, the two bfloat16 products of adjacent pairs (VDPBF16PS)
     ("avx512", F32): _with_extra(_avx512_float(F32, 16, "ps", "__m512", "__mmask16"),
-                                 _avx512_strided("ps", 16, 4, "_mm512_setzero_ps()", False)),
+                                 {**_avx512_strided("ps", 16, 4, "_mm512_setzero_ps()", False),
+                                  "dot2": "accpy_dpbf16ps({c}, {a}, {b})"}),
     ("avx512", F64): _with_extra(_avx512_float(F64, 8, "pd", "__m512d", "__mmask8"),
                                  _avx512_strided("pd", 8, 8, "_mm512_setzero_pd()", False)),
-    # madd16: 16 int32 lanes, each the sum of two int16 products of adjacent pairs (VPMADDWD)
+    # madd16: 16 int32 lanes, each the sum of two int16 products of adjacent pairs (VPMADDWD);
+    # dot4: {c} plus, per lane, the sum of four uint8 x int8 products of adjacent quads (VPDPBUSD)
     ("avx512", I32): _with_extra(_avx512_int(I32, 16, "epi32", "__mmask16"),
                                  {**_avx512_strided("epi32", 16, 4, "_mm512_setzero_si512()", True),
-                                  "madd16": "_mm512_madd_epi16({a}, {b})"}),
+                                  "madd16": "_mm512_madd_epi16({a}, {b})",
+                                  "dot4": "accpy_dpbusd({c}, {a}, {b})"}),
     ("avx512", I64): _with_extra(_avx512_int(I64, 8, "epi64", "__mmask8"),
                                  _avx512_strided("epi64", 8, 8, "_mm512_setzero_si512()", True)),
     ("avx2", F32): _avx2_float(F32, 8, "ps", "__m256"),
@@ -227,15 +231,32 @@ LIBRARY = {
 }
 
 
-# shapes that only load operands of another shape's instruction (madd16's int16 pairs);
+def _operand_shape(dtype: ScalarType, lanes: int, sfx: str, mtype: str) -> VectorISA:
+    """A shape that only loads operands of another shape's instruction (madd16's int16 pairs, dot4's
+    byte quads, dot2's bfloat16 pairs): a load, a masked load, and `bcast`, the 32 bits at {p}
+    repeated in every 32-bit slot (one quad or pair for all lanes; a VLoad of stride 0), and
+    `bcast_part`, the same with only the first {n} bytes read (the rest of the slot 0)."""
+    return VectorISA("avx512", dtype, lanes, "__m512i", {
+        "mask": f"(({mtype})((1ull << ({{n}})) - 1ull))",
+        "load": "_mm512_loadu_si512((const void*)({p}))",
+        "mload": f"_mm512_maskz_loadu_{sfx}({{m}}, (const void*)({{p}}))",
+        "bcast": "_mm512_set1_epi32(accpy_load_i32((const void*)({p})))",
+        "bcast_part": "_mm512_set1_epi32(accpy_load_i32_part((const void*)({p}), {n}))",
+    }, ("avx512f", "avx512bw"))
+
+
 # not vector types of their own, so `vector_isa_for` never picks them
 OPERAND_SHAPES = {
-    ("avx512", ScalarType.int16): VectorISA("avx512", ScalarType.int16, 32, "__m512i", {
-        "mask": "((__mmask32)((1ull << ({n})) - 1ull))",
-        "load": "_mm512_loadu_si512((const void*)({p}))",
-        "mload": "_mm512_maskz_loadu_epi16({m}, (const void*)({p}))",
-    }, ("avx512f", "avx512bw")),
+    ("avx512", ScalarType.int16): _operand_shape(ScalarType.int16, 32, "epi16", "__mmask32"),
+    ("avx512", ScalarType.uint8): _operand_shape(ScalarType.uint8, 64, "epi8", "__mmask64"),
+    ("avx512", ScalarType.int8): _operand_shape(ScalarType.int8, 64, "epi8", "__mmask64"),
+    ("avx512", ScalarType.bfloat16): _operand_shape(ScalarType.bfloat16, 32, "epi16", "__mmask32"),
 }
+
+# the instructions of the operations beyond the base shapes' features
+_OP_FEATURES = {"madd16": ("avx512f", "avx512bw"), "dot4": ("avx512f", "avx512bw", "avx512_vnni"),
+                "dot2": ("avx512f", "avx512bw", "avx512_bf16")}
+_OP_DTYPE = {"madd16": I32, "dot4": I32, "dot2": F32}
 
 
 def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
@@ -268,8 +289,8 @@ class X86VectorLibrary(TargetLibrary):
         return None
 
     def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
-        if op == "madd16":  # VPMADDWD on zmm registers: AVX512BW
-            return (dtype is I32 and target.has("avx512bw") and target.has("avx512f")
+        if op in _OP_FEATURES:  # VPMADDWD, VPDPBUSD, VDPBF16PS on zmm registers
+            return (dtype is _OP_DTYPE[op] and all(target.has(f) for f in _OP_FEATURES[op])
                     and target.vector_bytes >= 64)
         isa = vector_isa_for(target, dtype)
         return isa is not None and isa.template(op) is not None
