@@ -367,12 +367,13 @@ class _Rewrite(Mutator):
         return For(f.var, f.lo, f.hi, body, f.kind, f.attrs)
 
     # -- copies ---------------------------------------------------------------------------
-    def _copy_nest(self, exts, make_body, small: bool, starts=None):
-        """Loops over a block's elements (`starts` (default 0) to `exts` per dimension)."""
+    def _copy_nest(self, exts, make_body, small: bool, starts=None, simd: bool = False):
+        """Loops over a block's elements (`starts` (default 0) to `exts` per dimension); `simd`:
+        the innermost one left to the C compiler's vectorizer (`#pragma omp simd`)."""
         vs = [Var(f"{self.info.source.name}_c{k}") for k in range(len(exts))]
         body = make_body(vs)
         for k in reversed(range(len(exts))):
-            kind = "serial"
+            kind = "simd" if simd and k == len(exts) - 1 else "serial"
             if small:
                 kind = "vectorized" if k == len(exts) - 1 and self._vectorizable_copy() else "unrolled"
             body = For(vs[k], starts[k] if starts else Const(0), exts[k], body, kind)
@@ -431,7 +432,9 @@ class _Rewrite(Mutator):
             return block(*out)
 
         starts = list(starts[:-2]) + [Const(0), starts[-1]] if starts else None
-        return self._copy_nest(list(exts[:-2]) + [groups, exts[-1]], grouped, False, starts)
+        # the columns are independent (the cache is not the source): the C compiler vectorizes the
+        # interleaving, which it does not dare on its own (byte pointers may alias)
+        return self._copy_nest(list(exts[:-2]) + [groups, exts[-1]], grouped, False, starts, simd=True)
 
     def _write_back(self, blk):
         info = self.info

@@ -253,7 +253,11 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
             return _call(ops["loadd"], t, Load(src, at(Const(0), Const(0))), stride)
         s = _scratch(src.dtype, (mc.ROWS, mc.COLSB // eb))
         fill = _loops(exts, lambda r, c: Store(s, (r, c), Load(src, at(r, c))))
-        return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)), zero=True)
+        # rows past the block need no zeros: they only reach rows of C past the block, which are
+        # never stored; columns past it (A's k) must be zeros, as they meet B's rows
+        rows_only = as_int(exts[-1]) == mc.COLSB // eb
+        return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)),
+                     zero=not rows_only)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
     if src.group == g and _full(exts, (mc.ROWS * g, mc.COLSB // 4)) and _multiple_of(origin[-2], g):
         # B already in VNNI order (a cache with that layout): a tile row is one group row
