@@ -267,6 +267,21 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
                          idx_op("mul", src.strides[-2], Const(eb)))
     s = _scratch(src.dtype, (mc.ROWS, mc.COLSB // 4, g))
     load = _call(ops["loadd"], t, Load(s, (Const(0), Const(0), Const(0))), mc.COLSB)
+    if src.group == g and _multiple_of(origin[-2], g):
+        # a partial tile of a VNNI-ordered cache: its group rows copied slot by slot (each group's
+        # g elements are adjacent in both), the rest of the scratch block zeros
+        groups = idx_op("floordiv", idx_op("add", exts[-2], Const(g - 1)), Const(g))
+        whole = as_int(exts[-2]) is not None and as_int(exts[-2]) % g == 0
+
+        def slot(kq, c):
+            out = []
+            for q in range(g):
+                r = idx_op("add", idx_op("mul", kq, Const(g)), Const(q))
+                st = Store(s, (kq, c, Const(q)), Load(src, at(r, c)))
+                out.append(st if whole else If(BinOp("lt", r, exts[-2], ScalarType.bool), st))
+            return block(*out)
+
+        return Alloc(s, block(_loops((groups, exts[-1]), slot), load), zero=True)
     if _full(exts, (mc.ROWS * g, mc.COLSB // 4)):
         # a full tile: every slot written, in the scratch block's order (no zeroing, no division)
         fill = _loops((Const(mc.ROWS), Const(mc.COLSB // 4), Const(g)), lambda kq, c, q: Store(
