@@ -181,6 +181,23 @@ def test_int8_matmul_vnni(tmp_path, threads):
     assert "exact against numpy" in out and "VNNI" in out
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_int8_conv(tmp_path, threads):
+    """The quantized 3x3 conv as an implicit GEMM on the tile unit (its model without AMX), exact
+    against numpy: 30 pixels a row (a partial tile of 14), 48 output channels (GC = 3), 128 input
+    channels (two tile steps per tap)."""
+    out = check_ok(run_sample("int8_conv.py", tmp_path, "--size", "5", "30", "128", "48", "--threads", threads,
+                              "--path", "amx", "--repeat", "1"))
+    assert "exact against numpy" in out and "faster" in out
+
+
+@pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_vnni"), reason=_NO_VNNI)
+def test_int8_conv_vnni(tmp_path):
+    out = check_ok(run_sample("int8_conv.py", tmp_path, "--size", "5", "30", "68", "40", "--path", "vector",
+                              "--repeat", "1"))
+    assert "exact against numpy" in out and "VNNI" in out
+
+
 def test_bf16_matmul(tmp_path):
     out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "50", "--threads", "2", "--path", "amx"))
     assert "matches numpy" in out

@@ -443,6 +443,33 @@ def _tile_kernel(M, N, K_, ta, tb, base_name):
     return K.Kernel(plan, (A, B, C), base_name, inputs=inputs, oracle=oracle)
 
 
+def _sample_matmul_kernel(M, N, K_, path, base_name):
+    """samples/int8_matmul.py's int8 kernels: the blocked tile schedule on the tile unit's model
+    (B packed in VNNI order, partial tiles in every direction) or the VNNI vector one (a partial
+    group of k: masked loads, a broadcast of fewer than 4 bytes)."""
+    import sys
+
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_matmul_plan, vector_matmul_plan
+
+    if path == "amx":
+        plan, args = tile_matmul_plan(M, N, K_, "int8", target=x86tile.emulating(acc.Target.HOST),
+                                      sizes=dict(NC=48))
+    else:
+        plan, args = vector_matmul_plan(M, N, K_, "int8", sizes=dict(NC=64, KC=16, MC=12))
+
+    def inputs(rng):
+        return {"A": rng.integers(0, 256, (M, K_)).astype(np.uint8), "B": rng.integers(-128, 128, (K_, N)).astype(np.int8),
+                "C": rng.integers(-1000, 1000, (M, N)).astype(np.int32)}
+
+    def oracle(v):
+        return {"C": v["C"] + v["A"].astype(np.int32) @ v["B"].astype(np.int32)}
+
+    return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
+
+
 def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
     """Tensorized int8 matmuls on the tile unit's model (full and partial tiles, scratch blocks,
     VNNI packing of B) under AddressSanitizer and UBSan."""
@@ -452,5 +479,9 @@ def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
     S = acc.ScalarType
     kernels = [_tile_kernel(32, 32, 128, S.int8, S.int8, "tile_full"),
                _tile_kernel(37, 21, 70, S.int8, S.int8, "tile_partial"),
-               _tile_kernel(5, 3, 9, S.int8, S.int8, "tile_small")]
+               _tile_kernel(5, 3, 9, S.int8, S.int8, "tile_small"),
+               _sample_matmul_kernel(37, 61, 70, "amx", "tile_blocked")]
+    if all(acc.Target.HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni")):
+        kernels += [_sample_matmul_kernel(13, 70, 43, "vector", "vnni_tails"),
+                    _sample_matmul_kernel(3, 16, 1, "vector", "vnni_one_k")]
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, kernels, includes=[native_dir() / "x86tile"])

@@ -305,3 +305,30 @@ def test_parallel_tile_work_outside_the_parallel_loops_is_refused():
     plan.parallelize(indices=(j,))
     with pytest.raises(ValueError, match="uses tiles outside its parallel loops"):
         plan.emit_c()
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("threads", [1, 2])
+def test_implicit_gemm_conv(tmp_path, target, threads):
+    """samples/int8_conv.py's schedule: A tiles read straight from the input at (h + kh, w + kw)
+    (16 pixels, C bytes apart), B from the weights packed in VNNI order, C in tiles through the
+    9 * C / 64 steps; a row of 21 pixels (a partial tile of 5), 40 output channels (a partial grid
+    tile of 8), 72 input channels (a partial k step of 8); exact against numpy."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_conv import reference, tile_conv_plan
+
+    H, W, C, K = 3, 21, 72, 40
+    plan, args = tile_conv_plan(H, W, C, K, threads, target=target, sizes=dict(GC=3, NC=48))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="conv")
+    lib = pkg.build("conv", output_dir=str(tmp_path), python_module=False, progress=False)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (H + 2, W + 2, C)).astype(np.uint8)
+    wt = rng.integers(-128, 128, (3, 3, C, K)).astype(np.int8)
+    got = np.zeros((H, W, K), np.int32)
+    lib.conv(x, wt, got)
+    _, want = reference(x, wt, 1.0, np.zeros(K, np.float32))
+    np.testing.assert_array_equal(got, want)
