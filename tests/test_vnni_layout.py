@@ -77,8 +77,11 @@ def test_the_copy_into_a_vnni_cache_runs_in_its_memory_order():
     plan = s.create_plan()
     plan.cache(args[1], index=j, layout=VNNI)
     code = plan.emit_c()
-    assert "B_cache[32*B_c0 + 4*B_c1 + 1]" in code
-    assert "< 6" in code  # rows 6, 7 of the second group do not exist
+    from accpy.targets.library import grouped_block
+
+    cols = -(-8 // grouped_block(plan.target, S.int8)[1]) * grouped_block(plan.target, S.int8)[1]
+    assert f"B_cache[{4 * cols}*B_c0 + 4*B_c1 + 1]" in code  # (columns in whole tiles where there are tiles)
+    assert "< 6" in code  # rows 6, 7 of the second group do not exist: zeros
 
 
 def test_vnni_layout_errors():
@@ -113,3 +116,53 @@ def test_a_vnni_cache_is_never_vectorized_across_its_groups():
     plan.cache(args[1], index=i, layout=VNNI)
     plan.vectorize(k)
     assert_matches_reference(plan, args)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+@pytest.mark.parametrize("shape", [(37, 61, 70), (20, 100, 33), (16, 48, 64)])
+def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape):
+    """On a target with the tile unit, a VNNI-ordered cache is allocated in whole B tiles (64 int8
+    or 32 bf16 rows x 16 columns) with zeros in the rows past the data, so every B tile, partial
+    ones included, is one load straight from the cache (no scratch block); exact (int8) or within
+    bf16 rounding against numpy on the functional model."""
+    import re
+    import sys
+    from pathlib import Path
+
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_matmul_plan
+
+    M, N, K = shape
+    plan, args = tile_matmul_plan(M, N, K, dtype, target=x86tile.emulating(acc.Target.HOST), sizes=dict(NC=48))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    name = f"whole_{dtype}_{M}_{N}_{K}"
+    lib = pkg.build(name, output_dir=str(tmp_path), python_module=False, progress=False)
+    src = (tmp_path / f"{name}.c").read_text()
+    b_type = "int8_t" if dtype == "int8" else "uint16_t"
+    b_scratch = re.findall(rf"(?<![u\w]){b_type} amx_scratch", src) if dtype == "int8" else []
+    assert not b_scratch, "a B tile went through a scratch block"
+    rows = 64 if dtype == "int8" else 32
+    m = re.search(r"(?:int8_t|uint16_t) B_cache\[(\d+)\]|accpy_alloc_array\(\"the temporary B_cache\".*?\{([^}]*)\}", src)
+    assert m, "no B cache"
+    if m.group(1):  # on the stack: rows x columns elements
+        assert int(m.group(1)) % (rows * 16) == 0, m.group(0)
+    else:
+        dims = [int(x) for x in re.findall(r"\((\d+)\)", m.group(2))]
+        assert dims[-2] % rows == 0 and dims[-1] % 16 == 0, dims
+    rng = np.random.default_rng(7)
+    if dtype == "int8":
+        a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+        b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        c = np.zeros((M, N), np.int32)
+        lib.mm(a, b, c)
+        np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    else:
+        a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
+        b = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
+        c = np.zeros((M, N), np.float32)
+        lib.mm(a, b, c)
+        want = acc.bfloat16_values(a).astype(np.float64) @ acc.bfloat16_values(b).astype(np.float64)
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))

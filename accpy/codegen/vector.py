@@ -60,7 +60,7 @@ class VectorEmitter:
         return self._fill(self._isa(e.dtype, e.lanes), e.fn, a=self.expr(e.args[0]))
 
     def e_VCast(self, e) -> str:
-        return self._fill(self._isa(e.dtype, e.lanes), "from_int32", a=self.expr(e.value))
+        return self._fill(self._isa(e.dtype, e.lanes), "from_" + e.value.dtype.name, a=self.expr(e.value))
 
     def e_VSelect(self, e) -> str:
         return self._fill(self._isa(e.dtype, e.lanes), "select", m=self.expr(e.cond), a=self.expr(e.a),

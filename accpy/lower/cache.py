@@ -35,7 +35,7 @@ from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
-from ..targets.library import memory, vector_shape
+from ..targets.library import grouped_block, memory, vector_shape
 
 # Caches at most this many elements whose copies are unrolled (candidates for registers).
 REGISTER_CACHE_ELEMENTS = 512
@@ -62,6 +62,8 @@ class _CacheInfo:
     deferred: bool = False  # a CONST source whose data are stored packed as this cache lays them out
     tile: list = field(default_factory=list)  # deferred: the block extents the data are packed by
     group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
+    block_rows: int = 1  # VNNI layout: rows zero-padded to whole blocks of this many (grouped_block)
+    block_cols: int = 1  # VNNI layout: columns allocated in whole blocks of this many
 
 
 def cache_loop_vars(request) -> set:
@@ -109,6 +111,8 @@ def insert_caches(stmt, request, symbols, owners=None):
         info.deferred = c.deferred
         if c.vnni and source.rank >= 2:
             info.group = max(1, 4 // max(1, info.dtype.bits // 8))
+            rows, cols = grouped_block(request.target, info.dtype) if request.target is not None else (1, 1)
+            info.block_rows, info.block_cols = _lcm(info.group, rows), cols
         stmt = _apply(stmt, info, symbols)
         if info.deferred:
             buffers[c.key] = info.buffer if info.buffer is not None else info.source
@@ -188,7 +192,9 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
         shape[-1] = -(-shape[-1] // isa.lanes) * isa.lanes
     g = info.group
     if g > 1:
-        shape[-2] = -(-shape[-2] // g) * g  # whole groups of rows
+        # whole groups of rows, whole blocks of the instructions that read the cache
+        shape[-2] = -(-shape[-2] // info.block_rows) * info.block_rows
+        shape[-1] = -(-shape[-1] // info.block_cols) * info.block_cols
     lead_shape = []
     if info.trigger_var is not None:
         lead_shape = _multicache_leads(stmt, info, blocks, symbols)
@@ -414,27 +420,44 @@ class _Rewrite(Mutator):
 
     def _grouped_copy(self, exts, body, starts=None):
         """A copy into a VNNI-ordered cache, in its memory order: per group of rows, per column,
-        the group's rows (consecutive elements, one statement each); a last partial group is
-        guarded."""
-        g = self.info.group
+        the group's rows (consecutive elements, one statement each). Rows past the block, up to
+        a whole block of `block_rows`, are zeros (a last partial group included): an instruction
+        reading a whole block past the data meets only zeros along the rows (the reduction)."""
+        info = self.info
+        g, R = info.group, info.block_rows
         rows = exts[-2]
         n_rows = as_int(rows)
-        groups = Const(-(-n_rows // g)) if n_rows is not None else idx_op("floordiv", idx_op("add", rows, Const(g - 1)),
-                                                                          Const(g))
 
-        def grouped(vs):
+        def up(m):
+            if n_rows is not None:
+                return Const(-(-n_rows // m) * m // g)
+            return idx_op("mul", idx_op("floordiv", idx_op("add", rows, Const(m - 1)), Const(m)), Const(m // g))
+
+        def grouped(vs, zeros=False):
             *lead, kq, c = vs
             out = []
             for q in range(g):
                 r = idx_op("add", idx_op("mul", kq, Const(g)), Const(q))
                 s = body(lead + [r, c])
-                out.append(s if n_rows is not None and n_rows % g == 0 else If(BinOp("lt", r, rows, ScalarType.bool), s))
+                zero = Store(s.buffer, s.indices, Const(0, s.buffer.dtype))  # (a multicache's panel too)
+                if zeros:
+                    out.append(zero)
+                    continue
+                out.append(s if n_rows is not None and n_rows % g == 0 else
+                           If(BinOp("lt", r, rows, ScalarType.bool), s, zero))
             return block(*out)
 
         starts = list(starts[:-2]) + [Const(0), starts[-1]] if starts else None
         # the columns are independent (the cache is not the source): the C compiler vectorizes the
         # interleaving, which it does not dare on its own (byte pointers may alias)
-        return self._copy_nest(list(exts[:-2]) + [groups, exts[-1]], grouped, False, starts, simd=True)
+        copy = self._copy_nest(list(exts[:-2]) + [up(g), exts[-1]], grouped, False, starts, simd=True)
+        if R == g:
+            return copy
+        pad_starts = list(starts[:-2]) + [up(g), starts[-1]] if starts else \
+            [Const(0)] * (len(exts) - 2) + [up(g), Const(0)]
+        pad = self._copy_nest(list(exts[:-2]) + [up(R), exts[-1]], lambda vs: grouped(vs, zeros=True), False,
+                              pad_starts, simd=True)
+        return block(copy, pad)
 
     def _write_back(self, blk):
         info = self.info
@@ -500,6 +523,12 @@ class _Rewrite(Mutator):
             nest = For(lv, Const(0), Const(ext), nest)
         copies.append(nest)
         return copies + [inner_body]
+
+
+def _lcm(a: int, b: int) -> int:
+    from math import gcd
+
+    return a * b // gcd(a, b)
 
 
 def _relative(bound, origin: Affine):

@@ -74,8 +74,8 @@ class _Copies(Mutator):
         return s if out is None else out
 
     def _copy(self, loops, s: Store):
-        if any(as_int(f.lo) != 0 for f in loops):
-            return None
+        if s.reduce is not None or any(as_int(f.lo) != 0 for f in loops):
+            return None  # (a reduction is the computation, e.g. a tile step whose k loop ran once)
         ext = {f.var: f.hi for f in loops}
         lay = self.layouts.get(s.buffer)
         if lay is not None:

@@ -34,7 +34,7 @@ from ..ir.types import ScalarType
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
 from ..ir.visitor import Mutator, Visitor, free_vars, substitute
 from ..ir.visitor import accesses as ir_accesses
-from ..targets.library import supports_vector_op, vector_shape
+from ..targets.library import lane_shape, supports_vector_op, vector_shape
 from .simplify import simplify
 from .unroll import unroll_subtree
 
@@ -60,16 +60,24 @@ class _Vectorize(Mutator):
         f = For(f.var, f.lo, f.hi, simplify(unroll_subtree(f.body, f"vectorize({f.var.name})")), f.kind, f.attrs)
         stores = _straight_line_stores(f)
         stores = _pair_madds(stores, f.var, self.target)
-        dtype = _vector_dtype(stores)
-        isa = vector_shape(self.target, dtype) if dtype is not None else None
+        dtype = _vector_dtype(stores, self.target)
+        isa = None
+        if dtype is not None:
+            isa = vector_shape(self.target, dtype) or lane_shape(self.target, dtype, 16)
         if isa is None:
             warnings.warn(f"vectorize({f.var.name}): no vector instructions for "
                           f"{dtype.name if dtype else 'mixed element types'} on target {self.target.name}; "
                           f"leaving the loop to the C compiler's vectorizer", stacklevel=2)
             return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
         try:
-            return _vectorize_loop(f, stores, isa)
+            return _vectorize_loop(f, stores, isa, self.target)
         except NotVectorizable as e:
+            if _vector_dtype(stores) is None or vector_shape(self.target, dtype) is None:
+                # element types of several widths, beyond what the lanes hold (e.g. int8 sums):
+                # the C compiler's vectorizer, as for types without vector instructions
+                warnings.warn(f"vectorize({f.var.name}): {e}; leaving the loop to the C compiler's "
+                              f"vectorizer", stacklevel=2)
+                return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
             raise ScheduleError(f"vectorize({f.var.name}): {e}") from None
 
 
@@ -95,7 +103,10 @@ def _straight_line_stores(f: For) -> list:
     return out
 
 
-def _vector_dtype(stores):
+def _vector_dtype(stores, target=None):
+    """The loop's vector type: the stores' element type, when every type the statements touch
+    has a shape of as many lanes on `target` (the same width; int32 and float32 lanes together;
+    narrow integers held widened in 32-bit lanes); else None (left to the C compiler)."""
     types = set()
 
     class V(Visitor):
@@ -107,6 +118,10 @@ def _vector_dtype(stores):
             if _product_kind(n.fn)[0] is None:  # its narrow operands are loaded as groups per lane
                 self.generic_visit(n)
 
+        def visit_Cast(self, n):
+            types.add(n.dtype)
+            self.generic_visit(n)
+
     for s in stores:
         types.add(s.buffer.dtype)
         V().visit(s.value)
@@ -116,7 +131,15 @@ def _vector_dtype(stores):
     if len(st) != 1:
         return None
     t = next(iter(st))
-    if any(x.bits != t.bits for x in types if x is not t and x is not ScalarType.index):
+    others = [x for x in types if x is not t and x is not ScalarType.index]
+    if all(x.bits == t.bits for x in others) and (target is None or vector_shape(target, t) is not None):
+        return t
+    if target is None:
+        return None
+    loop = vector_shape(target, t) or lane_shape(target, t, 16)
+    if loop is None:
+        return t  # (no vectors of the stores' type: the caller says so)
+    if any(lane_shape(target, x, loop.lanes) is None for x in others):
         return None
     return t
 
@@ -172,16 +195,27 @@ class _Chunk:
     division that starts the tail of a runtime trip count).
     """
 
-    def __init__(self, isa, lane: Var, base, count):
+    def __init__(self, isa, lane: Var, base, count, target=None):
         self.isa = isa
         self.lane = lane
         self.base = base
         self.W = isa.lanes
         self.count = count
+        self.target = target
 
-    def _need(self, op):
-        if self.isa.template(op) is None:
-            raise NotVectorizable(f"no {self.isa.name} instruction for `{op}` on {self.isa.dtype.name}")
+    def shape(self, dtype):
+        """The shape of W lanes of `dtype` in this loop (the loop's own, or one of as many lanes)."""
+        if dtype is self.isa.dtype or self.target is None:
+            return self.isa
+        s = lane_shape(self.target, dtype, self.W)
+        if s is None:
+            raise NotVectorizable(f"no {self.W}-lane vectors of {dtype.name} next to the {self.isa.dtype.name} ones")
+        return s
+
+    def _need(self, op, dtype=None):
+        shape = self.shape(dtype) if dtype is not None else self.isa
+        if shape.template(op) is None:
+            raise NotVectorizable(f"no {shape.name} instruction for `{op}` on {shape.dtype.name}")
 
     def bcast(self, e):
         return e if getattr(e, "lanes", None) else Broadcast(e, self.W)
@@ -192,12 +226,10 @@ class _Chunk:
         c = _lane_coef(e.buffer, e.indices, self.lane)
         if c == 0:
             return e, False
-        if c != 1 and not _strided_ok(self.isa, "gather", c):
+        shape = self.shape(e.buffer.dtype)
+        if c != 1 and not _strided_ok(shape, "gather", c):
             raise NotVectorizable(f"{e.buffer.name} is accessed with a stride of {c} elements along the "
-                                  f"loop (not contiguous; {self.isa.name} {self.isa.dtype.name} has no gathers)")
-        if e.buffer.dtype is not dtype:
-            raise NotVectorizable(f"{e.buffer.name} ({e.buffer.dtype.name}) is loaded in a "
-                                  f"{self.isa.dtype.name} vector loop")
+                                  f"loop (not contiguous; {shape.name} {shape.dtype.name} has no gathers)")
         first = tuple(substitute(ix, {self.lane: self.base}) for ix in e.indices)
         return VLoad(e.buffer, first, self.W, self.count, c), True
 
@@ -225,22 +257,20 @@ class _Chunk:
                 raise NotVectorizable("the loop index is used as a value")
             return e, False
         if isinstance(e, Load):
-            return self._load(e, self.isa.dtype)
+            return self._load(e, e.buffer.dtype)
         if isinstance(e, BinOp):
             a, va = self.vec(e.a)
             b, vb = self.vec(e.b)
             if not (va or vb):
                 return BinOp(e.op, a, b, e.dtype), False
             if e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
-                self._need("cmp_" + e.op)
+                self._need("cmp_" + e.op, e.a.dtype)
                 return VBinOp("cmp_" + e.op, self.bcast(a), self.bcast(b), ScalarType.bool, self.W), True
-            if e.dtype is not self.isa.dtype:
-                raise NotVectorizable(f"`{e.op}` on {e.dtype.name} inside a {self.isa.dtype.name} vector loop")
-            if e.op == "add" and self.isa.template("fma"):
+            if e.op == "add" and self.shape(e.dtype).template("fma"):
                 for x, y in ((a, b), (b, a)):
                     if isinstance(x, VBinOp) and x.op == "mul":
                         return VFma(x.a, x.b, self.bcast(y), e.dtype, self.W), True
-            self._need(e.op)
+            self._need(e.op, e.dtype)
             return VBinOp(e.op, self.bcast(a), self.bcast(b), e.dtype, self.W), True
         if isinstance(e, UnOp):
             a, va = self.vec(e.a)
@@ -248,7 +278,7 @@ class _Chunk:
                 return UnOp(e.op, a, e.dtype), False
             if e.op != "neg":
                 raise NotVectorizable(f"`{e.op}` is not vectorized")
-            self._need("neg")
+            self._need("neg", e.dtype)
             return VCall("neg", (a,), e.dtype, self.W), True
         if isinstance(e, Call) and _product_kind(e.fn)[0] is not None:
             return self.product(e), True
@@ -256,21 +286,19 @@ class _Chunk:
             args = [self.vec(x) for x in e.args]
             if not any(v for _, v in args):
                 return Call(e.fn, tuple(a for a, _ in args), e.dtype), False
-            if e.fn not in ("sqrt", "abs") or self.isa.template(e.fn) is None:
+            if e.fn not in ("sqrt", "abs", "round") or self.shape(e.dtype).template(e.fn) is None:
                 raise NotVectorizable(f"`{e.fn}` has no {self.isa.name} instruction here")
             return VCall(e.fn, tuple(self.bcast(a) for a, _ in args), e.dtype, self.W), True
         if isinstance(e, Cast):
-            if (isinstance(e.value, Load) and e.value.buffer.dtype is ScalarType.int32 and e.dtype is self.isa.dtype
-                    and self.isa.dtype.bits == 32 and self.isa.template("from_int32")):
-                # int32 elements converted lane for lane (same lane count as the float vectors)
-                a, va = self._load(e.value, ScalarType.int32)
-                return (VCast(a, e.dtype, self.W), True) if va else (Cast(a, e.dtype), False)
             a, va = self.vec(e.value)
             if not va:
                 return Cast(a, e.dtype), False
-            if e.dtype is self.isa.dtype and e.value.dtype is ScalarType.int32 and self.isa.template("from_int32"):
-                return VCast(a, e.dtype, self.W), True
-            raise NotVectorizable(f"the conversion {e.value.dtype.name} -> {e.dtype.name} is not vectorized")
+            if e.dtype is e.value.dtype:
+                return a, True
+            op = "from_" + e.value.dtype.name
+            if self.shape(e.dtype).template(op) is None:
+                raise NotVectorizable(f"the conversion {e.value.dtype.name} -> {e.dtype.name} is not vectorized")
+            return VCast(a, e.dtype, self.W), True
         if isinstance(e, Select):
             c, vc = self.vec(e.cond)
             a, va = self.vec(e.a)
@@ -280,7 +308,7 @@ class _Chunk:
             if not vc:
                 c = VBinOp("cmp_ne", Broadcast(Select(c, Const(1, self.isa.dtype), Const(0, self.isa.dtype)), self.W),
                            Broadcast(Const(0, self.isa.dtype), self.W), ScalarType.bool, self.W)
-            self._need("select")
+            self._need("select", e.dtype)
             return VSelect(c, self.bcast(a), self.bcast(b), self.W), True
         raise NotVectorizable(f"cannot vectorize {type(e).__name__}")
 
@@ -373,7 +401,7 @@ def _reads(e, buffer) -> bool:
     return any(not a.is_write for a in ir_accesses(e, buffer))
 
 
-def _vectorize_loop(f: For, stores, isa):
+def _vectorize_loop(f: For, stores, isa, target=None):
     lane = f.var
     W = isa.lanes
     trip = to_affine(BinOp("sub", f.hi, f.lo, ScalarType.index))
@@ -391,6 +419,9 @@ def _vectorize_loop(f: For, stores, isa):
     # reductions into targets that do not move with the loop
     accs = {}
     for s in stores:
+        if s.buffer.dtype is not isa.dtype and (s.reduce is not None or _lane_coef(s.buffer, s.indices, lane) != 1):
+            raise NotVectorizable(f"{s.buffer.name} ({s.buffer.dtype.name}) is stored from {isa.dtype.name}-wide "
+                                  f"lanes: only plain contiguous stores narrow")
         if _lane_coef(s.buffer, s.indices, lane) == 0:
             if s.reduce not in _REDUCE_H:
                 raise NotVectorizable(f"every iteration assigns the same element of {s.buffer.name}; "
@@ -402,7 +433,7 @@ def _vectorize_loop(f: For, stores, isa):
                                   f"has no scatters)")
 
     def chunk(base, count):
-        ch = _Chunk(isa, lane, base, count)
+        ch = _Chunk(isa, lane, base, count, target)
         out = []
         for s in stores:
             s2 = s

@@ -129,9 +129,20 @@ class TargetLibrary:
         """The shape of `lanes` x `dtype` (operand-only shapes included) for codegen, or None."""
         return None
 
+    def lane_shape(self, target, dtype: ScalarType, lanes: int):
+        """The shape holding `lanes` values of `dtype` on `target` in one vector loop with another
+        shape of that many lanes (its own, or a narrow type widened to wider lanes), or None."""
+        return None
+
     def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
         """Whether `target` has the vector operation `op` (e.g. "madd16") on `dtype` lanes."""
         return False
+
+    def grouped_block(self, target, dtype: ScalarType):
+        """(rows, columns) that caches in VNNI order (`Array.Layout.VNNI`) of `dtype` should be
+        allocated in whole blocks of, because this library's instructions read such blocks (e.g. a
+        tile of B), or None. The cache pads its rows with zeros up to whole blocks."""
+        return None
 
     def precompiled_header(self) -> Optional[str]:
         """C text worth precompiling for kernels with vector code (e.g. a large system header)."""
@@ -267,6 +278,26 @@ def vector_shape(target, dtype: ScalarType):
     """The widest vector shape any of `target`'s libraries offers for `dtype`, or None."""
     for lib in libraries_for(target):
         s = lib.vector_shape(target, dtype)
+        if s is not None:
+            return s
+    return None
+
+
+def grouped_block(target, dtype: ScalarType) -> tuple:
+    """(rows, columns) of the whole blocks VNNI-ordered caches of `dtype` take on `target` (the
+    largest any of its libraries asks for; (1, 1): none)."""
+    rows, cols = 1, 1
+    for lib in libraries_for(target):
+        b = lib.grouped_block(target, dtype)
+        if b is not None:
+            rows, cols = max(rows, b[0]), max(cols, b[1])
+    return rows, cols
+
+
+def lane_shape(target, dtype: ScalarType, lanes: int):
+    """The shape of `lanes` x `dtype` a vector loop of that many lanes uses on `target`, or None."""
+    for lib in libraries_for(target):
+        s = lib.lane_shape(target, dtype, lanes)
         if s is not None:
             return s
     return None

@@ -113,6 +113,45 @@ def _avx512_int(dtype, lanes, sfx, mtype):
     return VectorISA("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512dq"))
 
 
+_NARROW = {ScalarType.int8: ("epi8", 8, True), ScalarType.uint8: ("epu8", 8, False),
+           ScalarType.int16: ("epi16", 16, True), ScalarType.uint16: ("epu16", 16, False)}
+
+
+def _widened(dtype: ScalarType) -> VectorISA:
+    """16 lanes of a narrow integer type held in 32-bit lanes (sign- or zero-extended): loads widen,
+    stores narrow (the lanes hold values of the type, so truncation keeps them), and the operations
+    whose 32-bit result is the narrow one (min, max, select, compares); conversions keep the
+    invariant (from int32: the low bits extended; from float32: NaN -> 0, saturating)."""
+    sfx, bits, signed = _NARROW[dtype]
+    half = "_mm_loadu_si128((const __m128i*)({p}))" if bits == 8 else "_mm256_loadu_si256((const __m256i*)({p}))"
+    mhalf = (f"_mm_maskz_loadu_epi{bits}({{m}}, (const void*)({{p}}))" if bits == 8 else
+             f"_mm256_maskz_loadu_epi{bits}({{m}}, (const void*)({{p}}))")
+    ext = f"_mm512_cvt{sfx}_epi32"
+    down = f"_mm512_cvtepi32_epi{bits}"
+    shift = 32 - bits
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    ops = {
+        "mask": "((__mmask16)((1u << ({n})) - 1u))",
+        "load": f"{ext}({half})",
+        "mload": f"{ext}({mhalf})",
+        "store": (f"_mm_storeu_si128((__m128i*)({{p}}), {down}({{a}}))" if bits == 8 else
+                  f"_mm256_storeu_si256((__m256i*)({{p}}), {down}({{a}}))"),
+        "mstore": f"_mm512_mask_cvtepi32_storeu_epi{bits}((void*)({{p}}), {{m}}, {{a}})",
+        "set1": "_mm512_set1_epi32((int32_t)({a}))",
+        "min": "_mm512_min_epi32({a}, {b})",
+        "max": "_mm512_max_epi32({a}, {b})",
+        "select": "_mm512_mask_blend_epi32({m}, {b}, {a})",
+        "from_int32": (f"_mm512_srai_epi32(_mm512_slli_epi32({{a}}, {shift}), {shift})" if signed else
+                       f"_mm512_and_si512({{a}}, _mm512_set1_epi32({hi}))"),
+        "from_float32": f"accpy_m512_to_i32({{a}}, {lo}.0f, {hi + 1}.0f, {hi})",
+    }
+    for t in _NARROW:  # from another narrow type: its low bits, as from int32
+        ops["from_" + t.name] = ops["from_int32"]
+    for k, v in _CMP_INT.items():
+        ops["cmp_" + k] = f"_mm512_cmp_epi32_mask({{a}}, {{b}}, {v})"
+    return VectorISA("avx512", dtype, 16, "__m512i", ops, ("avx512f", "avx512bw"))
+
+
 def _lane_offsets(lanes: int) -> str:
     """C for the int32 element offsets {s}*l of lanes l = 0..lanes-1 (gather / scatter index)."""
     w = 512 if lanes == 16 else 256
@@ -211,10 +250,14 @@ def _avx2_int32():
 
 
 LIBRARY = {
-    # dot2: {c} plus, per lane, the two bfloat16 products of adjacent pairs (VDPBF16PS)
+    # dot2: {c} plus, per lane, the two bfloat16 products of adjacent pairs (VDPBF16PS); round
+    # (half to even); conversions from narrow integers, which travel widened to 32-bit lanes
     ("avx512", F32): _with_extra(_avx512_float(F32, 16, "ps", "__m512", "__mmask16"),
                                  {**_avx512_strided("ps", 16, 4, "_mm512_setzero_ps()", False),
-                                  "dot2": "accpy_dpbf16ps({c}, {a}, {b})"}),
+                                  "dot2": "accpy_dpbf16ps({c}, {a}, {b})",
+                                  "round": "_mm512_roundscale_ps({a}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
+                                  **{"from_" + t: "_mm512_cvtepi32_ps({a})" for t in ("int8", "uint8", "int16",
+                                                                                     "uint16")}}),
     ("avx512", F64): _with_extra(_avx512_float(F64, 8, "pd", "__m512d", "__mmask8"),
                                  _avx512_strided("pd", 8, 8, "_mm512_setzero_pd()", False)),
     # madd16: 16 int32 lanes, each the sum of two int16 products of adjacent pairs (VPMADDWD);
@@ -222,7 +265,11 @@ LIBRARY = {
     ("avx512", I32): _with_extra(_avx512_int(I32, 16, "epi32", "__mmask16"),
                                  {**_avx512_strided("epi32", 16, 4, "_mm512_setzero_si512()", True),
                                   "madd16": "_mm512_madd_epi16({a}, {b})",
-                                  "dot4": "accpy_dpbusd({c}, {a}, {b})"}),
+                                  "dot4": "accpy_dpbusd({c}, {a}, {b})",
+                                  # float -> int as the scalar cast: NaN -> 0, saturating, toward zero
+                                  "from_float32": "accpy_m512_to_i32({a}, -2147483648.0f, 2147483648.0f, 2147483647)",
+                                  # widened narrow integers: the lanes already hold the value
+                                  **{"from_" + t: "({a})" for t in ("int8", "uint8", "int16", "uint16")}}),
     ("avx512", I64): _with_extra(_avx512_int(I64, 8, "epi64", "__mmask8"),
                                  _avx512_strided("epi64", 8, 8, "_mm512_setzero_si512()", True)),
     ("avx2", F32): _avx2_float(F32, 8, "ps", "__m256"),
@@ -251,7 +298,15 @@ OPERAND_SHAPES = {
     ("avx512", ScalarType.uint8): _operand_shape(ScalarType.uint8, 64, "epi8", "__mmask64"),
     ("avx512", ScalarType.int8): _operand_shape(ScalarType.int8, 64, "epi8", "__mmask64"),
     ("avx512", ScalarType.bfloat16): _operand_shape(ScalarType.bfloat16, 32, "epi16", "__mmask32"),
+    **{("avx512w", t): _widened(t) for t in _NARROW},
 }
+
+
+def widened_shape(target, dtype: ScalarType) -> Optional[VectorISA]:
+    """The 32-bit-lane shape of a narrow integer type on `target` (AVX-512), or None."""
+    if dtype in _NARROW and target.has("avx512f") and target.has("avx512bw") and target.vector_bytes >= 64:
+        return OPERAND_SHAPES[("avx512w", dtype)]
+    return None
 
 # the instructions of the operations beyond the base shapes' features
 _OP_FEATURES = {"madd16": ("avx512f", "avx512bw"), "dot4": ("avx512f", "avx512bw", "avx512_vnni"),
@@ -287,6 +342,13 @@ class X86VectorLibrary(TargetLibrary):
             if isa.dtype is dtype and isa.lanes == lanes:
                 return isa
         return None
+
+    def lane_shape(self, target, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
+        isa = vector_isa_for(target, dtype)
+        if isa is not None and isa.lanes == lanes:
+            return isa
+        w = widened_shape(target, dtype)
+        return w if w is not None and w.lanes == lanes else None
 
     def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
         if op in _OP_FEATURES:  # VPMADDWD, VPDPBUSD, VDPBF16PS on zmm registers

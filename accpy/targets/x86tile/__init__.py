@@ -57,6 +57,10 @@ class X86TileLibrary(TargetLibrary):
     def tensor_intrinsic(self, spec):
         return tiles.tensor_intrinsic(spec)
 
+    def grouped_block(self, target, dtype):
+        # a B tile: 16 group rows (64 int8 / 32 bf16 k) of 16 columns, loaded straight from the cache
+        return tiles.b_tile_block(dtype)
+
     def check_tensorize(self, store, what: str) -> None:
         tiles.matmul_operands(store, what)
 

@@ -244,6 +244,23 @@ def _multiple_of(e, g: int) -> bool:
     return a is not None and a.const % g == 0 and all(c % g == 0 for _, c in a.terms)
 
 
+def b_tile_block(dtype):
+    """(rows, columns) of the block one B tile reads from a VNNI-ordered array of `dtype`."""
+    if dtype not in (I8, U8, BF16):
+        return None
+    g = 4 // (dtype.bits // 8)
+    return mc.ROWS * g, mc.COLSB // 4
+
+
+def _whole_b_tile(src: Buffer, origin, g: int) -> bool:
+    """Whether a whole B tile at `origin` lies inside the VNNI-ordered cache `src` (allocated in
+    whole tiles, its rows past the data zeros: lower/cache.py), so a partial block loads directly."""
+    rows, cols = mc.ROWS * g, mc.COLSB // 4
+    shape = [as_int(x) for x in src.shape[-2:]]
+    return (None not in shape and shape[0] % rows == 0 and shape[1] % cols == 0
+            and _multiple_of(origin[-2], rows) and _multiple_of(origin[-1], cols))
+
+
 def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
     eb = src.dtype.bits // 8
     at = _origin2(src, origin)
@@ -259,8 +276,11 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
         return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)),
                      zero=not rows_only)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
-    if src.group == g and _full(exts, (mc.ROWS * g, mc.COLSB // 4)) and _multiple_of(origin[-2], g):
-        # B already in VNNI order (a cache with that layout): a tile row is one group row
+    if src.group == g and _multiple_of(origin[-2], g) and (_full(exts, (mc.ROWS * g, mc.COLSB // 4))
+                                                         or _whole_b_tile(src, origin, g)):
+        # B already in VNNI order (a cache with that layout): a tile row is one group row; a partial
+        # block too when the whole tile is inside the cache: past the data, rows are zeros (they
+        # meet A's zero columns) and columns reach only columns of C that are never stored
         last = to_affine(src.strides[-1])
         if last is not None and last.is_const and last.const == g:
             return _call(ops["loadd"], t, Load(src, at(Const(0), Const(0))),
