@@ -173,15 +173,6 @@ ACCPY_INLINE double accpy_max_f64(double a, double b) { return a > b ? a : b; }
     __m512 accpy_c_ = (c);                       \
     __asm__("vdpbf16ps %2, %1, %0" : "+v"(accpy_c_) : "v"(a), "v"(b)); \
     accpy_c_; })
-/* float32 lanes -> int32 lanes as the scalar cast to an integer type of range [lo, hi_f) does:
- * NaN -> 0, below lo -> lo, from hi_f up -> hi_i, else toward zero (lo, hi_f exact floats) */
-#define accpy_m512_to_i32(x, lo, hi_f, hi_i) __extension__({                                   \
-    __m512 accpy_x_ = (x);                                                                        \
-    __mmask16 accpy_big_ = _mm512_cmp_ps_mask(accpy_x_, _mm512_set1_ps(hi_f), _CMP_GE_OQ);        \
-    __mmask16 accpy_ord_ = _mm512_cmp_ps_mask(accpy_x_, accpy_x_, _CMP_ORD_Q);                     \
-    __m512i accpy_r_ = _mm512_cvttps_epi32(_mm512_max_ps(accpy_x_, _mm512_set1_ps(lo)));         \
-    accpy_r_ = _mm512_mask_mov_epi32(accpy_r_, accpy_big_, _mm512_set1_epi32(hi_i));              \
-    _mm512_maskz_mov_epi32(accpy_ord_, accpy_r_); })
 #define ACCPY_AVX2 static inline __attribute__((always_inline, unused, target("avx2,fma")))
 #define ACCPY_HREDUCE(NAME, VT, T, N, OP)                                    \
     ACCPY_AVX2 T NAME(VT v) {                                                \

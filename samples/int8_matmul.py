@@ -25,7 +25,6 @@ the tile unit's functional model (bit-exact, much slower).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time

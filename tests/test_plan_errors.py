@@ -588,3 +588,41 @@ def test_cache_inside_a_vectorized_subtree_is_refused_by_the_call():
     with pytest.raises(acc.ScheduleError, match=r"vectorize\(j\): two statements reduce"):
         p.vectorize(j)
     assert "kernel" in p.emit_c()
+
+
+def test_cache_blocks_written_back_by_two_threads_are_refused():
+    """A skewed stencil whose cache of Y at t holds a 5-element hull per iteration of ii: two
+    iterations of the parallel ii would each store their whole block, elements the other one
+    wrote included (found by accpy.testing's plans). Refused by whichever call comes second."""
+    n = 16
+    X = acc.Array(role=acc.Role.INPUT, shape=(n + 2,), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n,), name="Y")
+    nest = acc.Nest(shape=(n, 3))
+    i, t = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] += X[i + t] * 0.5
+
+    def schedule():
+        s = nest.create_schedule()
+        ii = s.split(i, 2)
+        s.reorder(i, ii, t)
+        s.skew(i, t)
+        return s, ii
+
+    s, ii = schedule()
+    p = s.create_plan()
+    p.cache(Y, index=t)
+    with pytest.raises(acc.ScheduleError, match=r"cache of Y: .*parallel loop ii.*meets the block of another"):
+        p.parallelize(ii, max_threads=2)
+    assert p.parallel is None
+    s, ii = schedule()
+    p = s.create_plan()
+    p.parallelize(ii, max_threads=2)
+    with pytest.raises(acc.ScheduleError, match=r"meets the block of another"):
+        p.cache(Y, index=t)
+    assert not p.caches
+    from accpy.testing import assert_matches_reference
+
+    assert_matches_reference(p, (X, Y))  # what is left is right

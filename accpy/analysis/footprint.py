@@ -102,6 +102,18 @@ class Footprint:
     hi_aff: list = None  # per dim: Affine of hi when it is a single affine expression, else None
 
 
+def blocks_apart(blk: Footprint, var) -> Optional[bool]:
+    """Whether the blocks of different values of the loop `var` never meet: some dimension moves by
+    at least the block's largest extent per iteration. None when a bound is not affine."""
+    apart = False
+    for lo, hi, ext in zip(blk.lo_aff, blk.hi_aff or [None] * len(blk.lo_aff), blk.ext_max):
+        if lo is None or hi is None:
+            return None
+        a = lo.coef(var)
+        apart = apart or (a != 0 and a == hi.coef(var) and abs(a) >= ext)
+    return apart
+
+
 def footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Footprint]:
     accesses = _collect(site, buf)
     if not accesses:

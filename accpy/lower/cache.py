@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..analysis.footprint import (Footprint, cache_is_private, constant_extreme, footprint, level_within_budget,
-                                  loop_constraints, loops_with_context, prod, site_footprints, site_runs,
+from ..analysis.footprint import (Footprint, blocks_apart, cache_is_private, constant_extreme, footprint,
+                                  level_within_budget, loop_constraints, loops_with_context, prod, site_footprints, site_runs,
                                   thrifty_skips)
 from ..analysis.polyhedra import ConstraintSet
 from ..errors import ScheduleError
-from ..ir.kinds import BufferRole
+from ..ir.kinds import BufferRole, LoopKind
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
@@ -64,6 +64,7 @@ class _CacheInfo:
     group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
     block_rows: int = 1  # VNNI layout: rows zero-padded to whole blocks of this many (grouped_block)
     block_cols: int = 1  # VNNI layout: columns allocated in whole blocks of this many
+    parallel_vars: frozenset = frozenset()  # the loops the plan runs in parallel
 
 
 def cache_loop_vars(request) -> set:
@@ -108,6 +109,7 @@ def insert_caches(stmt, request, symbols, owners=None):
         info = _CacheInfo(c, source, site_var, trig_var, c.element_type or source.dtype, bool(c.layout_last),
                           request.target)
         info.memory = c.memory if c.memory is not None and memory(c.memory) is not None else None
+        info.parallel_vars = frozenset(v for v, k in request.kinds.items() if k == LoopKind.PARALLEL)
         info.deferred = c.deferred
         if c.vnni and source.rank >= 2:
             info.group = max(1, 4 // max(1, info.dtype.bits // 8))
@@ -463,6 +465,7 @@ class _Rewrite(Mutator):
         info = self.info
         if not blk.writes or info.source.role in (BufferRole.INPUT, BufferRole.CONST) or info.private:
             return []
+        self._check_threads_apart(blk)
         src = info.source
 
         def body(vs):
@@ -472,6 +475,16 @@ class _Rewrite(Mutator):
             return Store(src, tuple(idx_op("add", lo, v) for lo, v in zip(blk.lo, vs)), val)
 
         return [self._copy_nest(self._exts(blk), body, self._small())]
+
+    def _check_threads_apart(self, blk):
+        """A block written back inside a parallel loop is stored whole, elements this iteration did
+        not write included (e.g. a skewed access's hull): it must not meet another iteration's."""
+        for f in self.enclosing:
+            if f.var in self.info.parallel_vars and blocks_apart(blk, f.var) is False:
+                raise ScheduleError(f"cache of {self.info.source.name}: the block written back in one iteration "
+                                    f"of the parallel loop {f.var.name} meets the block of another iteration: "
+                                    f"threads would overwrite each other's results; cache at an index outside "
+                                    f"the parallel loop, or one whose blocks the loop keeps apart")
 
     def _multicopy(self, trig: For, inner_body):
         """At each trigger iteration: copy every block the inner sites will use."""

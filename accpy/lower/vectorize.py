@@ -23,26 +23,23 @@ reductions are reassociated, as in BLAS).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 from ..errors import ScheduleError
 from ..ir.kinds import LoopKind
-from ..ir.affine import Affine, element_offset, to_affine
+from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
-from ..ir.visitor import Mutator, Visitor, free_vars, substitute
+from ..ir.visitor import Mutator, Visitor, substitute
 from ..ir.visitor import accesses as ir_accesses
-from ..targets.library import lane_shape, supports_vector_op, vector_shape
+from ..targets.library import lane_shape, vector_shape
+from .lanes import NotVectorizable, _lane_coef, _offset
 from .simplify import simplify
 from .unroll import unroll_subtree
+from .vector_products import _PRODUCT_OPS, _pair_madds, _product_kind
 
 MAX_UNROLLED_CHUNKS = 8
-
-
-class NotVectorizable(Exception):
-    pass
 
 
 def vectorize(stmt, target):
@@ -142,46 +139,6 @@ def _vector_dtype(stores, target=None):
     if any(lane_shape(target, x, loop.lanes) is None for x in others):
         return None
     return t
-
-
-def _coef_of(e, lane: Var):
-    """The coefficient of `lane` in the index expression `e`, or None when `e` is not affine
-    in it. Parts without `lane` may be anything (e.g. a block origin `max(4*i - 3, 0)`)."""
-    if lane not in free_vars(e):
-        return 0
-    if e is lane:
-        return 1
-    if isinstance(e, BinOp) and e.op in ("add", "sub"):
-        a, b = _coef_of(e.a, lane), _coef_of(e.b, lane)
-        if a is None or b is None:
-            return None
-        return a + b if e.op == "add" else a - b
-    if isinstance(e, BinOp) and e.op == "mul":
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(x, Const) and lane not in free_vars(x):
-                c = _coef_of(y, lane)
-                return None if c is None else int(x.value) * c
-    a = to_affine(e)
-    return a.coef(lane) if a is not None else None
-
-
-def _lane_coef(buffer, indices, lane: Var) -> int:
-    """How many elements the address moves when the loop counter moves by one."""
-    total = 0
-    for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
-        c = _coef_of(ix, lane)
-        if c and buffer.group > 1 and d == len(indices) - 2:
-            raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (VNNI order): the "
-                                  f"vectorized loop may not move along its second-to-last dimension")
-        if c is None:
-            raise NotVectorizable(f"the subscript of {buffer.name} is not affine")
-        if c == 0:
-            continue
-        s = to_affine(st)
-        if s is None or not s.is_const:
-            raise NotVectorizable(f"{buffer.name} has a runtime stride along the vectorized loop")
-        total += c * s.const
-    return total
 
 
 _REDUCE_H = {"add": "hadd", "sub": "hadd", "mul": "hmul", "min": "hmin", "max": "hmax"}
@@ -311,19 +268,6 @@ class _Chunk:
             self._need("select", e.dtype)
             return VSelect(c, self.bcast(a), self.bcast(b), self.W), True
         raise NotVectorizable(f"cannot vectorize {type(e).__name__}")
-
-
-def _offset(buffer, indices):
-    """The element offset of an access as an Affine (None when a stride is not constant)."""
-    if buffer.group > 1:
-        return to_affine(element_offset(buffer, indices))
-    total = Affine.constant(0)
-    for ix, st in zip(indices, buffer.strides):
-        a, c = to_affine(ix), to_affine(st)
-        if a is None or c is None or not c.is_const:
-            return None
-        total = total + a * c.const
-    return total
 
 
 def _check_lane_independence(stores, lane, span):
@@ -499,109 +443,6 @@ def _strided_ok(isa, op: str, stride: int) -> bool:
     """A gather / scatter of lanes `stride` elements apart: offsets must fit in int32."""
     return (stride != 0 and isa.template(op) is not None
             and abs(stride) * (isa.lanes - 1) < 2 ** 31)
-
-
-MADD16 = "madd16"  # Call marker: sum over a pair of int32(int16) * int32(int16), one int32 lane
-
-
-@dataclass(frozen=True)
-class _Product:
-    """Statements `C[x] += T(A[p + q]) * T(B[r + q])`, q = 0 .. group - 1 (an inner loop over
-    adjacent narrow elements, unrolled), that one instruction computes for every lane:
-    `C[x] += op(A[p], B[r])` (a Call marker). `moves`: how many elements an operand moves per
-    lane (every operand moves so for madd16; for the dot products an operand may also stay,
-    its quad or pair repeated in every lane); `factors`: the operands' element types, in the
-    instruction's order."""
-
-    op: str
-    group: int
-    acc: ScalarType
-    factors: tuple
-    accumulates: bool  # the instruction adds into C itself (dot4, dot2) or C += its result (madd16)
-    moves: tuple
-
-
-_PRODUCTS = (
-    _Product(MADD16, 2, ScalarType.int32, (ScalarType.int16, ScalarType.int16), False, (2,)),
-    _Product("dot4", 4, ScalarType.int32, (ScalarType.uint8, ScalarType.int8), True, (0, 4)),
-    _Product("dot2", 2, ScalarType.float32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),
-)
-_PRODUCT_OPS = {p.op: p for p in _PRODUCTS}
-
-
-def _pair_madds(stores, lane: Var, target):
-    """Runs of adjacent statements one dot-product instruction computes (`_Product`) as one
-    `C[x] += op(A[p], B[r])`; the others unchanged."""
-    kinds = [p for p in _PRODUCTS if supports_vector_op(target, p.acc, p.op)]
-    if not kinds:
-        return stores
-    out, k = [], 0
-    while k < len(stores):
-        # a whole group, else (the tail of a reduction that is no multiple of it) a partial one
-        # (dot products only: the missing elements are read as 0)
-        for p, n in [(p, n) for p in kinds for n in range(p.group, 0 if p.accumulates else p.group - 1, -1)]:
-            merged = _product_of(p, stores[k:k + n], lane) if k + n <= len(stores) else None
-            if merged is not None:
-                out.append(merged)
-                k += n
-                break
-        else:
-            out.append(stores[k])
-            k += 1
-    return out
-
-
-def _factors(s: Store, p: _Product):
-    """The loads of `C[x] += T(A[.]) * T(B[.])` in the instruction's operand order, or None."""
-    v = s.value
-    if not (isinstance(v, BinOp) and v.op == "mul" and v.dtype is p.acc):
-        return None
-    loads = []
-    for x in (v.a, v.b):
-        if not (isinstance(x, Cast) and x.dtype is p.acc and isinstance(x.value, Load)):
-            return None
-        loads.append(x.value)
-    types = tuple(x.buffer.dtype for x in loads)
-    if types == p.factors:
-        return loads
-    if types[::-1] == p.factors:
-        return loads[::-1]
-    return None
-
-
-def _product_of(p: _Product, run, lane: Var):
-    s1 = run[0]
-    if not (all(s.buffer is s1.buffer and s.indices == s1.indices and s.reduce == "add" for s in run)
-            and s1.buffer.dtype is p.acc and _lane_coef(s1.buffer, s1.indices, lane) == 1):
-        return None
-    fs = [_factors(s, p) for s in run]
-    if any(f is None for f in fs):
-        return None
-    for n in range(2):
-        first = fs[0][n]
-        try:
-            moves = _lane_coef(first.buffer, first.indices, lane)
-        except NotVectorizable:
-            return None
-        if moves not in p.moves:
-            return None
-        o0 = _offset(first.buffer, first.indices)
-        for q, f in enumerate(fs[1:], 1):
-            o = _offset(f[n].buffer, f[n].indices)
-            if f[n].buffer is not first.buffer or o0 is None or o is None or not (o - o0).is_const \
-                    or (o - o0).const != q or _lane_coef(f[n].buffer, f[n].indices, lane) != moves:
-                return None
-    if not any(_lane_coef(f.buffer, f.indices, lane) for f in fs[0]):
-        return None  # neither operand moves: nothing for the lanes to share
-    op = p.op if len(run) == p.group else f"{p.op}:{len(run)}"  # a partial group: its first elements
-    return Store(s1.buffer, s1.indices, Call(op, tuple(fs[0]), p.acc), "add")
-
-
-def _product_kind(fn: str):
-    """(the `_Product`, elements per group read) of a product Call marker, or (None, 0)."""
-    op, _, part = fn.partition(":")
-    p = _PRODUCT_OPS.get(op)
-    return (p, int(part) if part else (p.group if p else 0))
 
 
 def _splat(isa, v):

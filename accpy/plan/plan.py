@@ -322,6 +322,12 @@ class Plan:
         self._check_parallel_races(indices, unsafe)
         threads = self._target.num_threads if max_threads is None else min(max_threads, self._target.num_threads)
         previous, self._parallel = self._parallel, (tuple(indices), policy, max(threads, 1))
+        if self._caches and not unsafe:
+            try:
+                self._check_write_backs("parallelize_check")
+            except ScheduleError:
+                self._parallel = previous
+                raise
         if self._vectorized_subtrees():
             # a parallel loop is kept whole (not cut into full tiles and tails): the loops of a
             # vectorized subtree inside it may then run a varying number of iterations; lower
@@ -372,7 +378,24 @@ class Plan:
                     self._caches.remove(c)
                     raise ScheduleError(f"cache of {c.array.name} at index {c.index.name if c.index is not None else '?'}"
                                         f": with it, {e}") from None
+        if self._parallel is not None and not self._waiting:
+            try:
+                self._check_write_backs("cache_check")
+            except ScheduleError:
+                self._caches.remove(c)
+                raise
         return c
+
+    _THREADS_MEET = "meets the block of another iteration"  # (lower/cache.py's refusal)
+
+    def _check_write_backs(self, name: str) -> None:
+        """Lower now, so that a cache whose written-back blocks meet between the iterations of the
+        parallel loop is refused by the call that made it so, not by the build."""
+        try:
+            self.lower(name)
+        except (ScheduleError, ValueError) as e:
+            if self._THREADS_MEET in str(e):
+                raise ScheduleError(str(e)) from None
 
     # -- tensorize ---------------------------------------------------------------------------------
     def _tensorize(self, indices, intrinsic=None) -> None:

@@ -143,13 +143,25 @@ def _widened(dtype: ScalarType) -> VectorISA:
         "select": "_mm512_mask_blend_epi32({m}, {b}, {a})",
         "from_int32": (f"_mm512_srai_epi32(_mm512_slli_epi32({{a}}, {shift}), {shift})" if signed else
                        f"_mm512_and_si512({{a}}, _mm512_set1_epi32({hi}))"),
-        "from_float32": f"accpy_m512_to_i32({{a}}, {lo}.0f, {hi + 1}.0f, {hi})",
+        "from_float32": _to_int(f"{lo}.0f", f"{hi + 1}.0f", str(hi)),
     }
     for t in _NARROW:  # from another narrow type: its low bits, as from int32
         ops["from_" + t.name] = ops["from_int32"]
     for k, v in _CMP_INT.items():
         ops["cmp_" + k] = f"_mm512_cmp_epi32_mask({{a}}, {{b}}, {v})"
     return VectorISA("avx512", dtype, 16, "__m512i", ops, ("avx512f", "avx512bw"))
+
+
+def _to_int(lo: str, hi_f: str, hi_i: str) -> str:
+    """The template converting float32 lanes {a} to int32 lanes as the scalar cast to an integer
+    type of range [lo, hi_f) does: NaN -> 0, below lo -> lo, from hi_f up -> hi_i, else toward
+    zero (lo and hi_f exact floats). A statement expression: {a} is evaluated once."""
+    return ("__extension__({{ __m512 accpy_x_ = ({a}); "
+            "__mmask16 accpy_big_ = _mm512_cmp_ps_mask(accpy_x_, _mm512_set1_ps(" + hi_f + "), _CMP_GE_OQ); "
+            "__mmask16 accpy_ord_ = _mm512_cmp_ps_mask(accpy_x_, accpy_x_, _CMP_ORD_Q); "
+            "__m512i accpy_r_ = _mm512_cvttps_epi32(_mm512_max_ps(accpy_x_, _mm512_set1_ps(" + lo + "))); "
+            "accpy_r_ = _mm512_mask_mov_epi32(accpy_r_, accpy_big_, _mm512_set1_epi32(" + hi_i + ")); "
+            "_mm512_maskz_mov_epi32(accpy_ord_, accpy_r_); }})")
 
 
 def _lane_offsets(lanes: int) -> str:
@@ -267,7 +279,7 @@ LIBRARY = {
                                   "madd16": "_mm512_madd_epi16({a}, {b})",
                                   "dot4": "accpy_dpbusd({c}, {a}, {b})",
                                   # float -> int as the scalar cast: NaN -> 0, saturating, toward zero
-                                  "from_float32": "accpy_m512_to_i32({a}, -2147483648.0f, 2147483648.0f, 2147483647)",
+                                  "from_float32": _to_int("-2147483648.0f", "2147483648.0f", "2147483647"),
                                   # widened narrow integers: the lanes already hold the value
                                   **{"from_" + t: "({a})" for t in ("int8", "uint8", "int16", "uint16")}}),
     ("avx512", I64): _with_extra(_avx512_int(I64, 8, "epi64", "__mmask8"),

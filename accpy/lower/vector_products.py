@@ -1,0 +1,116 @@
+"""Dot-product instructions for the vectorizer: runs of adjacent statements accumulating products of
+narrow elements over a group (an inner loop over 2 or 4 adjacent elements, unrolled) that one
+instruction computes per vector lane (VPMADDWD, VPDPBUSD, VDPBF16PS: `_Product`), matched into one
+statement with a Call marker the vectorizer turns into that instruction."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.expr import BinOp, Call, Cast, Load, Var
+from ..ir.stmt import Store
+from ..ir.types import ScalarType
+from ..targets.library import supports_vector_op
+from .lanes import NotVectorizable, _lane_coef, _offset
+
+
+MADD16 = "madd16"  # Call marker: sum over a pair of int32(int16) * int32(int16), one int32 lane
+
+
+@dataclass(frozen=True)
+class _Product:
+    """Statements `C[x] += T(A[p + q]) * T(B[r + q])`, q = 0 .. group - 1 (an inner loop over
+    adjacent narrow elements, unrolled), that one instruction computes for every lane:
+    `C[x] += op(A[p], B[r])` (a Call marker). `moves`: how many elements an operand moves per
+    lane (every operand moves so for madd16; for the dot products an operand may also stay,
+    its quad or pair repeated in every lane); `factors`: the operands' element types, in the
+    instruction's order."""
+
+    op: str
+    group: int
+    acc: ScalarType
+    factors: tuple
+    accumulates: bool  # the instruction adds into C itself (dot4, dot2) or C += its result (madd16)
+    moves: tuple
+
+
+_PRODUCTS = (
+    _Product(MADD16, 2, ScalarType.int32, (ScalarType.int16, ScalarType.int16), False, (2,)),
+    _Product("dot4", 4, ScalarType.int32, (ScalarType.uint8, ScalarType.int8), True, (0, 4)),
+    _Product("dot2", 2, ScalarType.float32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),
+)
+_PRODUCT_OPS = {p.op: p for p in _PRODUCTS}
+
+
+def _pair_madds(stores, lane: Var, target):
+    """Runs of adjacent statements one dot-product instruction computes (`_Product`) as one
+    `C[x] += op(A[p], B[r])`; the others unchanged."""
+    kinds = [p for p in _PRODUCTS if supports_vector_op(target, p.acc, p.op)]
+    if not kinds:
+        return stores
+    out, k = [], 0
+    while k < len(stores):
+        # a whole group, else (the tail of a reduction that is no multiple of it) a partial one
+        # (dot products only: the missing elements are read as 0)
+        for p, n in [(p, n) for p in kinds for n in range(p.group, 0 if p.accumulates else p.group - 1, -1)]:
+            merged = _product_of(p, stores[k:k + n], lane) if k + n <= len(stores) else None
+            if merged is not None:
+                out.append(merged)
+                k += n
+                break
+        else:
+            out.append(stores[k])
+            k += 1
+    return out
+
+
+def _factors(s: Store, p: _Product):
+    """The loads of `C[x] += T(A[.]) * T(B[.])` in the instruction's operand order, or None."""
+    v = s.value
+    if not (isinstance(v, BinOp) and v.op == "mul" and v.dtype is p.acc):
+        return None
+    loads = []
+    for x in (v.a, v.b):
+        if not (isinstance(x, Cast) and x.dtype is p.acc and isinstance(x.value, Load)):
+            return None
+        loads.append(x.value)
+    types = tuple(x.buffer.dtype for x in loads)
+    if types == p.factors:
+        return loads
+    if types[::-1] == p.factors:
+        return loads[::-1]
+    return None
+
+
+def _product_of(p: _Product, run, lane: Var):
+    s1 = run[0]
+    if not (all(s.buffer is s1.buffer and s.indices == s1.indices and s.reduce == "add" for s in run)
+            and s1.buffer.dtype is p.acc and _lane_coef(s1.buffer, s1.indices, lane) == 1):
+        return None
+    fs = [_factors(s, p) for s in run]
+    if any(f is None for f in fs):
+        return None
+    for n in range(2):
+        first = fs[0][n]
+        try:
+            moves = _lane_coef(first.buffer, first.indices, lane)
+        except NotVectorizable:
+            return None
+        if moves not in p.moves:
+            return None
+        o0 = _offset(first.buffer, first.indices)
+        for q, f in enumerate(fs[1:], 1):
+            o = _offset(f[n].buffer, f[n].indices)
+            if f[n].buffer is not first.buffer or o0 is None or o is None or not (o - o0).is_const \
+                    or (o - o0).const != q or _lane_coef(f[n].buffer, f[n].indices, lane) != moves:
+                return None
+    if not any(_lane_coef(f.buffer, f.indices, lane) for f in fs[0]):
+        return None  # neither operand moves: nothing for the lanes to share
+    op = p.op if len(run) == p.group else f"{p.op}:{len(run)}"  # a partial group: its first elements
+    return Store(s1.buffer, s1.indices, Call(op, tuple(fs[0]), p.acc), "add")
+
+
+def _product_kind(fn: str):
+    """(the `_Product`, elements per group read) of a product Call marker, or (None, 0)."""
+    op, _, part = fn.partition(":")
+    p = _PRODUCT_OPS.get(op)
+    return (p, int(part) if part else (p.group if p else 0))
