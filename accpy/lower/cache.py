@@ -480,7 +480,12 @@ class _Rewrite(Mutator):
         """A block written back inside a parallel loop is stored whole, elements this iteration did
         not write included (e.g. a skewed access's hull): it must not meet another iteration's."""
         for f in self.enclosing:
-            if f.var in self.info.parallel_vars and blocks_apart(blk, f.var) is False:
+            if not isinstance(f, For) or f.var not in self.info.parallel_vars:
+                continue
+            if blk.ctx is not None and constant_extreme(f.var, blk.ctx, False) == constant_extreme(f.var, blk.ctx, True) \
+                    is not None:
+                continue  # (the site runs for one iteration only: e.g. the tail piece of a parallel loop)
+            if blocks_apart(blk, f.var) is False:
                 raise ScheduleError(f"cache of {self.info.source.name}: the block written back in one iteration "
                                     f"of the parallel loop {f.var.name} meets the block of another iteration: "
                                     f"threads would overwrite each other's results; cache at an index outside "
