@@ -412,6 +412,16 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
             pch = vector_header_pch(cflags, precompile)
         pre = ["-include", str(pch)] if pch is not None else []
 
+        link = [*map(str, extra_objs), "-o", str(tmp / "lib.so"), "-lm", "-lpthread"] + (["-fopenmp"] if openmp else [])
+        if len(srcs) == 1 and not archive:
+            # one unit, no archive: compiled and linked by one compiler run (no object file)
+            _run([CC, *cflags, *pre, "-shared", str(srcs[0]), *link], display_path, str(srcs[0]), "compiling")
+            if progress is not None:
+                progress(1, 1)
+            srcs[0].unlink()
+            _publish(tmp, final)
+            return Library(key, so, None, False, time.perf_counter() - t0, cflags)
+
         def one(k):
             """Compile unit k."""
             _run([CC, *cflags, *pre, "-c", str(srcs[k]), "-o", str(objs[k])], display_path, str(srcs[k]), "compiling")
@@ -427,8 +437,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
             for k in range(len(srcs)):
                 one(k)
         objs = objs + list(extra_objs)
-        _run([CC, "-shared", *map(str, objs), "-o", str(tmp / "lib.so"), "-lm", "-lpthread"] +
-             (["-fopenmp"] if openmp else []), display_path, str(srcs[0]), "linking")
+        _run([CC, "-shared", *map(str, objs[:len(srcs)]), *link], display_path, str(srcs[0]), "linking")
         if archive:
             _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
         for p in srcs + objs[:len(srcs)]:
