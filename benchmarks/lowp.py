@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE.parent / "samples"))
 from _common import median_seconds  # noqa: E402
 
 import accpy as acc  # noqa: E402
-from int8_matmul import tile_matmul_plan, vector_matmul_plan  # noqa: E402
+from int8_matmul import has_amx, has_vector_dot, tile_matmul_plan, vector_matmul_plan  # noqa: E402
 
 PEAK_C = r"""
 #include <immintrin.h>
@@ -126,8 +126,7 @@ def vector_peak_gops(dtype: str, out_dir: Path) -> float:
     return ops / t / 1e9
 
 
-VECTOR_PATH = {"int8": ("vnni", ("avx512f", "avx512bw", "avx512_vnni")),
-               "bf16": ("avx512bf16", ("avx512f", "avx512bw", "avx512_bf16"))}
+VECTOR_PATH = {"int8": "vnni", "bf16": "avx512bf16"}
 
 
 def available_paths(host, dtype: str, paths) -> list:
@@ -135,16 +134,16 @@ def available_paths(host, dtype: str, paths) -> list:
     out = []
     for p in paths:
         if p == "amx":
-            if all(host.has(f) for f in ("amx_tile", "amx_int8", "amx_bf16")):
+            if has_amx(host):
                 out.append(("amx", tile_matmul_plan))
             else:
                 print(json.dumps({"skipped": f"{dtype} amx: this CPU has no AMX tile unit"}), flush=True)
         else:
-            name, feats = VECTOR_PATH[dtype]
-            if all(host.has(f) for f in feats):
+            name = VECTOR_PATH[dtype]
+            if has_vector_dot(dtype, host):
                 out.append((name, vector_matmul_plan))
             else:
-                print(json.dumps({"skipped": f"{dtype} {name}: this CPU lacks one of {', '.join(feats)}"}), flush=True)
+                print(json.dumps({"skipped": f"{dtype} {name}: this CPU has no AVX-512 {name.upper()}"}), flush=True)
     return out
 
 

@@ -56,7 +56,7 @@ def conv_nest(H: int, W: int, C: int, K: int):
     return nest, (I, Wt, Acc)
 
 
-def tile_conv_sizes(H: int, W: int, C: int, K: int, threads: int = 1) -> dict:
+def tile_conv_sizes(C: int, K: int) -> dict:
     """GC accumulator tiles of 16 output channels (3 where K / 16 is a multiple of 3, else 2: no
     partly empty grid), NC output channels per packed weight block (all of them up to ~1 MiB)."""
     tiles = -(-K // 16)
@@ -69,7 +69,7 @@ def tile_conv_sizes(H: int, W: int, C: int, K: int, threads: int = 1) -> dict:
 def tile_conv_plan(H: int, W: int, C: int, K: int, threads: int = 1, target=None, sizes=None):
     """(plan, (I, Wt, Acc)): the implicit GEMM on the tile unit (see the module's docstring)."""
     target = target or tile_target()
-    sz = dict(tile_conv_sizes(H, W, C, K, threads), **(sizes or {}))
+    sz = dict(tile_conv_sizes(C, K), **(sizes or {}))
     nest, args = conv_nest(H, W, C, K)
     I, Wt, Acc = args
     h, w, co, kh, kw, ci = nest.get_indices()
@@ -98,7 +98,7 @@ def vector_conv_plan(H: int, W: int, C: int, K: int, threads: int = 1, target=No
     direct convolution), each step 4 input channels (one VPDPBUSD per vector of 16 output channels,
     the pixel's 4 input bytes repeated in every lane), the weights packed in VNNI order."""
     target = target or acc.Target.HOST
-    sz = dict(dict(WB=12, CB=32), **(sizes or {}))
+    sz = dict(WB=12, CB=32, **(sizes or {}))
     nest, args = conv_nest(H, W, C, K)
     I, Wt, Acc = args
     h, w, co, kh, kw, ci = nest.get_indices()

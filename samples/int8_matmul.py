@@ -71,13 +71,10 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     return dict(GR=gr, GC=gc, NC=nc)
 
 
-def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None, sizes=None):
-    """(plan, (A, B, C)) of C += A @ B on the tile unit: int8 (uint8 A, int8 B, int32 C) or bf16
-    (bfloat16 A and B, float32 C)."""
-    target = target or tile_target()
-    sz = dict(tile_block_sizes(M, N, K, dtype, threads), **(sizes or {}))
+def matmul_nest(M: int, N: int, K: int, dtype: str = "int8"):
+    """(nest, (A, B, C)) of C += A @ B: int8 (uint8 A, int8 B, int32 C) or bf16 (bfloat16 A and
+    B, float32 C), the products summed in the accumulator's type."""
     ta, tb, tc = (S.uint8, S.int8, S.int32) if dtype == "int8" else (S.bfloat16, S.bfloat16, S.float32)
-    depth = 64 if dtype == "int8" else 32  # one tile row: 64 bytes of k
     A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
     B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
     C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
@@ -88,6 +85,17 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     def _():
         C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
 
+    return nest, (A, B, C)
+
+
+def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None, sizes=None):
+    """(plan, (A, B, C)) of C += A @ B on the tile unit: int8 (uint8 A, int8 B, int32 C) or bf16
+    (bfloat16 A and B, float32 C)."""
+    target = target or tile_target()
+    sz = dict(tile_block_sizes(M, N, K, dtype, threads), **(sizes or {}))
+    depth = 64 if dtype == "int8" else 32  # one tile row: 64 bytes of k
+    nest, (A, B, C) = matmul_nest(M, N, K, dtype)
+    i, j, k = nest.get_indices()
     s = nest.create_schedule()
     j1 = s.split(j, sz["NC"])
     i2 = s.split(i, 16 * sz["GR"])
@@ -135,18 +143,9 @@ def vector_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int
     repeated in every lane); the MR x NR tile of C stays in registers across the KC loop."""
     target = target or acc.Target.HOST
     sz = dict(vector_block_sizes(M, N, K, dtype, threads), **(sizes or {}))
-    ta, tb, tc = (S.uint8, S.int8, S.int32) if dtype == "int8" else (S.bfloat16, S.bfloat16, S.float32)
     group = 4 if dtype == "int8" else 2
-    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
+    nest, (A, B, C) = matmul_nest(M, N, K, dtype)
     i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
-
     s = nest.create_schedule()
     j1 = s.split(j, sz["NC"])
     k1 = s.split(k, sz["KC"])

@@ -12,7 +12,7 @@ class NotVectorizable(Exception):
     pass
 
 
-def _coef_of(e, lane: Var):
+def coef_of(e, lane: Var):
     """The coefficient of `lane` in the index expression `e`, or None when `e` is not affine
     in it. Parts without `lane` may be anything (e.g. a block origin `max(4*i - 3, 0)`)."""
     if lane not in free_vars(e):
@@ -20,24 +20,24 @@ def _coef_of(e, lane: Var):
     if e is lane:
         return 1
     if isinstance(e, BinOp) and e.op in ("add", "sub"):
-        a, b = _coef_of(e.a, lane), _coef_of(e.b, lane)
+        a, b = coef_of(e.a, lane), coef_of(e.b, lane)
         if a is None or b is None:
             return None
         return a + b if e.op == "add" else a - b
     if isinstance(e, BinOp) and e.op == "mul":
         for x, y in ((e.a, e.b), (e.b, e.a)):
             if isinstance(x, Const) and lane not in free_vars(x):
-                c = _coef_of(y, lane)
+                c = coef_of(y, lane)
                 return None if c is None else int(x.value) * c
     a = to_affine(e)
     return a.coef(lane) if a is not None else None
 
 
-def _lane_coef(buffer, indices, lane: Var) -> int:
+def lane_coef(buffer, indices, lane: Var) -> int:
     """How many elements the address moves when the loop counter moves by one."""
     total = 0
     for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
-        c = _coef_of(ix, lane)
+        c = coef_of(ix, lane)
         if c and buffer.group > 1 and d == len(indices) - 2:
             raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (VNNI order): the "
                                   f"vectorized loop may not move along its second-to-last dimension")
@@ -52,7 +52,7 @@ def _lane_coef(buffer, indices, lane: Var) -> int:
     return total
 
 
-def _offset(buffer, indices):
+def access_offset(buffer, indices):
     """The element offset of an access as an Affine (None when a stride is not constant)."""
     if buffer.group > 1:
         return to_affine(element_offset(buffer, indices))

@@ -10,7 +10,7 @@ from ..ir.expr import BinOp, Call, Cast, Load, Var
 from ..ir.stmt import Store
 from ..ir.types import ScalarType
 from ..targets.library import supports_vector_op
-from .lanes import NotVectorizable, _lane_coef, _offset
+from .lanes import NotVectorizable, access_offset, lane_coef
 
 
 MADD16 = "madd16"  # Call marker: sum over a pair of int32(int16) * int32(int16), one int32 lane
@@ -38,10 +38,10 @@ _PRODUCTS = (
     _Product("dot4", 4, ScalarType.int32, (ScalarType.uint8, ScalarType.int8), True, (0, 4)),
     _Product("dot2", 2, ScalarType.float32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),
 )
-_PRODUCT_OPS = {p.op: p for p in _PRODUCTS}
+PRODUCT_OPS = {p.op: p for p in _PRODUCTS}
 
 
-def _pair_madds(stores, lane: Var, target):
+def group_products(stores, lane: Var, target):
     """Runs of adjacent statements one dot-product instruction computes (`_Product`) as one
     `C[x] += op(A[p], B[r])`; the others unchanged."""
     kinds = [p for p in _PRODUCTS if supports_vector_op(target, p.acc, p.op)]
@@ -84,7 +84,7 @@ def _factors(s: Store, p: _Product):
 def _product_of(p: _Product, run, lane: Var):
     s1 = run[0]
     if not (all(s.buffer is s1.buffer and s.indices == s1.indices and s.reduce == "add" for s in run)
-            and s1.buffer.dtype is p.acc and _lane_coef(s1.buffer, s1.indices, lane) == 1):
+            and s1.buffer.dtype is p.acc and lane_coef(s1.buffer, s1.indices, lane) == 1):
         return None
     fs = [_factors(s, p) for s in run]
     if any(f is None for f in fs):
@@ -92,25 +92,25 @@ def _product_of(p: _Product, run, lane: Var):
     for n in range(2):
         first = fs[0][n]
         try:
-            moves = _lane_coef(first.buffer, first.indices, lane)
+            moves = lane_coef(first.buffer, first.indices, lane)
         except NotVectorizable:
             return None
         if moves not in p.moves:
             return None
-        o0 = _offset(first.buffer, first.indices)
+        o0 = access_offset(first.buffer, first.indices)
         for q, f in enumerate(fs[1:], 1):
-            o = _offset(f[n].buffer, f[n].indices)
+            o = access_offset(f[n].buffer, f[n].indices)
             if f[n].buffer is not first.buffer or o0 is None or o is None or not (o - o0).is_const \
-                    or (o - o0).const != q or _lane_coef(f[n].buffer, f[n].indices, lane) != moves:
+                    or (o - o0).const != q or lane_coef(f[n].buffer, f[n].indices, lane) != moves:
                 return None
-    if not any(_lane_coef(f.buffer, f.indices, lane) for f in fs[0]):
+    if not any(lane_coef(f.buffer, f.indices, lane) for f in fs[0]):
         return None  # neither operand moves: nothing for the lanes to share
     op = p.op if len(run) == p.group else f"{p.op}:{len(run)}"  # a partial group: its first elements
     return Store(s1.buffer, s1.indices, Call(op, tuple(fs[0]), p.acc), "add")
 
 
-def _product_kind(fn: str):
+def product_kind(fn: str):
     """(the `_Product`, elements per group read) of a product Call marker, or (None, 0)."""
     op, _, part = fn.partition(":")
-    p = _PRODUCT_OPS.get(op)
+    p = PRODUCT_OPS.get(op)
     return (p, int(part) if part else (p.group if p else 0))

@@ -34,10 +34,10 @@ from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl
 from ..ir.visitor import Mutator, Visitor, substitute
 from ..ir.visitor import accesses as ir_accesses
 from ..targets.library import lane_shape, vector_shape
-from .lanes import NotVectorizable, _lane_coef, _offset
+from .lanes import NotVectorizable, access_offset, lane_coef
 from .simplify import simplify
 from .unroll import unroll_subtree
-from .vector_products import _PRODUCT_OPS, _pair_madds, _product_kind
+from .vector_products import PRODUCT_OPS, group_products, product_kind
 
 MAX_UNROLLED_CHUNKS = 8
 
@@ -56,11 +56,9 @@ class _Vectorize(Mutator):
         # the subtree: inner loops (unrolled, vectorized or not) become statement copies
         f = For(f.var, f.lo, f.hi, simplify(unroll_subtree(f.body, f"vectorize({f.var.name})")), f.kind, f.attrs)
         stores = _straight_line_stores(f)
-        stores = _pair_madds(stores, f.var, self.target)
+        stores = group_products(stores, f.var, self.target)
         dtype = _vector_dtype(stores, self.target)
-        isa = None
-        if dtype is not None:
-            isa = vector_shape(self.target, dtype) or lane_shape(self.target, dtype, 16)
+        isa = _loop_shape(self.target, dtype) if dtype is not None else None
         if isa is None:
             warnings.warn(f"vectorize({f.var.name}): no vector instructions for "
                           f"{dtype.name if dtype else 'mixed element types'} on target {self.target.name}; "
@@ -100,6 +98,16 @@ def _straight_line_stores(f: For) -> list:
     return out
 
 
+def _loop_shape(target, dtype):
+    """The vector shape of a loop storing `dtype`: its own, or (a narrow integer) widened to the
+    lanes of the target's int32 vectors; None when there is neither."""
+    own = vector_shape(target, dtype)
+    if own is not None:
+        return own
+    wide = vector_shape(target, ScalarType.int32)
+    return lane_shape(target, dtype, wide.lanes) if wide is not None else None
+
+
 def _vector_dtype(stores, target=None):
     """The loop's vector type: the stores' element type, when every type the statements touch
     has a shape of as many lanes on `target` (the same width; int32 and float32 lanes together;
@@ -112,7 +120,7 @@ def _vector_dtype(stores, target=None):
             self.generic_visit(n)
 
         def visit_Call(self, n):
-            if _product_kind(n.fn)[0] is None:  # its narrow operands are loaded as groups per lane
+            if product_kind(n.fn)[0] is None:  # its narrow operands are loaded as groups per lane
                 self.generic_visit(n)
 
         def visit_Cast(self, n):
@@ -133,7 +141,7 @@ def _vector_dtype(stores, target=None):
         return t
     if target is None:
         return None
-    loop = vector_shape(target, t) or lane_shape(target, t, 16)
+    loop = _loop_shape(target, t)
     if loop is None:
         return t  # (no vectors of the stores' type: the caller says so)
     if any(lane_shape(target, x, loop.lanes) is None for x in others):
@@ -180,7 +188,7 @@ class _Chunk:
     def _load(self, e, dtype):
         """A load: a vector load when its address moves by one element per lane (elements
         of `dtype`), the scalar load when it does not move."""
-        c = _lane_coef(e.buffer, e.indices, self.lane)
+        c = lane_coef(e.buffer, e.indices, self.lane)
         if c == 0:
             return e, False
         shape = self.shape(e.buffer.dtype)
@@ -193,12 +201,12 @@ class _Chunk:
     def product(self, e: Call):
         """A `_Product` instruction's operands: lane l reads the group of elements g*l .. g*l + g - 1
         from the first (a moving operand) or the group at the first (a staying one, repeated)."""
-        p, n = _product_kind(e.fn)
+        p, n = product_kind(e.fn)
         part = 0 if n == p.group else n  # a partial group: the elements past n are read as 0
         loads = []
         for x in e.args:
             first = tuple(substitute(ix, {self.lane: self.base}) for ix in x.indices)
-            if _lane_coef(x.buffer, x.indices, self.lane) == 0:
+            if lane_coef(x.buffer, x.indices, self.lane) == 0:
                 loads.append(VLoad(x.buffer, first, p.group * self.W, None, 0, p.group, part))
                 continue
             count = None if self.count is None else idx_op("mul", Const(p.group), self.count)
@@ -237,7 +245,7 @@ class _Chunk:
                 raise NotVectorizable(f"`{e.op}` is not vectorized")
             self._need("neg", e.dtype)
             return VCall("neg", (a,), e.dtype, self.W), True
-        if isinstance(e, Call) and _product_kind(e.fn)[0] is not None:
+        if isinstance(e, Call) and product_kind(e.fn)[0] is not None:
             return self.product(e), True
         if isinstance(e, Call):
             args = [self.vec(x) for x in e.args]
@@ -290,8 +298,8 @@ def _check_lane_independence(stores, lane, span):
             by, iy, wy, ky, ry = accesses[y]
             if bx is not by or not (wx or wy):
                 continue
-            cx, cy = _lane_coef(bx, ix, lane), _lane_coef(by, iy, lane)
-            ox, oy = _offset(bx, ix), _offset(by, iy)
+            cx, cy = lane_coef(bx, ix, lane), lane_coef(by, iy, lane)
+            ox, oy = access_offset(bx, ix), access_offset(by, iy)
             d = (ox - oy) if ox is not None and oy is not None else None
             same = ix == iy or (d is not None and d.is_const and d.const == 0)
             apart = d is not None and d.is_const and d.const != 0
@@ -324,7 +332,7 @@ def _as_accumulation(s: Store, lane: Var):
     when T[x] is the right operand (`min(e, T[x])`), whose order the vector code keeps (min
     and max differ from their swapped form on NaN and signed zeros)."""
     v = s.value
-    if s.reduce is not None or not isinstance(v, BinOp) or _lane_coef(s.buffer, s.indices, lane) != 0:
+    if s.reduce is not None or not isinstance(v, BinOp) or lane_coef(s.buffer, s.indices, lane) != 0:
         return s, False
     target = Load(s.buffer, s.indices)
     ops = ("add", "mul", "min", "max", "sub") if v.a == target else ("add", "mul", "min", "max")
@@ -363,16 +371,16 @@ def _vectorize_loop(f: For, stores, isa, target=None):
     # reductions into targets that do not move with the loop
     accs = {}
     for s in stores:
-        if s.buffer.dtype is not isa.dtype and (s.reduce is not None or _lane_coef(s.buffer, s.indices, lane) != 1):
+        if s.buffer.dtype is not isa.dtype and (s.reduce is not None or lane_coef(s.buffer, s.indices, lane) != 1):
             raise NotVectorizable(f"{s.buffer.name} ({s.buffer.dtype.name}) is stored from {isa.dtype.name}-wide "
                                   f"lanes: only plain contiguous stores narrow")
-        if _lane_coef(s.buffer, s.indices, lane) == 0:
+        if lane_coef(s.buffer, s.indices, lane) == 0:
             if s.reduce not in _REDUCE_H:
                 raise NotVectorizable(f"every iteration assigns the same element of {s.buffer.name}; "
                                       f"only reductions (+=, -=, *=, max, min) can be vectorized that way")
             accs[id(s)] = VVar(f"acc_{s.buffer.name}", isa.dtype, W)
-        elif _lane_coef(s.buffer, s.indices, lane) != 1 and not _strided_ok(
-                isa, "scatter", _lane_coef(s.buffer, s.indices, lane)):
+        elif lane_coef(s.buffer, s.indices, lane) != 1 and not _strided_ok(
+                isa, "scatter", lane_coef(s.buffer, s.indices, lane)):
             raise NotVectorizable(f"{s.buffer.name} is written with a stride ({isa.name} {isa.dtype.name} "
                                   f"has no scatters)")
 
@@ -392,7 +400,7 @@ def _vectorize_loop(f: For, stores, isa, target=None):
                 out.append(VAssign(acc, new))
                 continue
             idx0 = tuple(substitute(ix, {lane: base}) for ix in s2.indices)
-            stride = _lane_coef(s2.buffer, s2.indices, lane)
+            stride = lane_coef(s2.buffer, s2.indices, lane)
             if s2.reduce is not None:
                 current = VLoad(s2.buffer, idx0, W, count, stride)
                 value = _combine(s2.reduce, current, value, isa)
@@ -460,7 +468,7 @@ def _combine(op, a, b, isa):
         raise NotVectorizable(f"no {isa.name} instruction for `{op}=` on {isa.dtype.name}")
     if op == "add" and isinstance(b, VBinOp) and b.op == "mul" and isa.template("fma"):
         return VFma(b.a, b.b, a, isa.dtype, isa.lanes)
-    if op == "add" and isinstance(b, VBinOp) and b.op in _PRODUCT_OPS and _PRODUCT_OPS[b.op].accumulates:
+    if op == "add" and isinstance(b, VBinOp) and b.op in PRODUCT_OPS and PRODUCT_OPS[b.op].accumulates:
         return VFma(b.a, b.b, a, isa.dtype, isa.lanes, b.op)
     return VBinOp(op, a, b, isa.dtype, isa.lanes)
 

@@ -322,7 +322,7 @@ class Plan:
         self._check_parallel_races(indices, unsafe)
         threads = self._target.num_threads if max_threads is None else min(max_threads, self._target.num_threads)
         previous, self._parallel = self._parallel, (tuple(indices), policy, max(threads, 1))
-        if self._caches and not unsafe:
+        if any(_writes_back(c) for c in self._caches) and not unsafe:
             try:
                 self._check_write_backs("parallelize_check")
             except ScheduleError:
@@ -378,7 +378,7 @@ class Plan:
                     self._caches.remove(c)
                     raise ScheduleError(f"cache of {c.array.name} at index {c.index.name if c.index is not None else '?'}"
                                         f": with it, {e}") from None
-        if self._parallel is not None and not self._waiting:
+        if self._parallel is not None and not self._waiting and _writes_back(c):
             try:
                 self._check_write_backs("cache_check")
             except ScheduleError:
@@ -515,6 +515,13 @@ class Plan:
         from ..codegen.c import emit_function
 
         return emit_function(self.lower(name, args))
+
+
+def _writes_back(cache) -> bool:
+    """Whether a cache may store its block back (its array is not read-only)."""
+    from ..nest.array import Role
+
+    return cache.role not in (Role.INPUT, Role.CONST)
 
 
 def _short(x) -> str:

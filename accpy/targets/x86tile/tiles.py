@@ -252,10 +252,10 @@ def b_tile_block(dtype):
     return mc.ROWS * g, mc.COLSB // 4
 
 
-def _whole_b_tile(src: Buffer, origin, g: int) -> bool:
+def _whole_b_tile(src: Buffer, origin) -> bool:
     """Whether a whole B tile at `origin` lies inside the VNNI-ordered cache `src` (allocated in
     whole tiles, its rows past the data zeros: lower/cache.py), so a partial block loads directly."""
-    rows, cols = mc.ROWS * g, mc.COLSB // 4
+    rows, cols = b_tile_block(src.dtype)
     shape = [as_int(x) for x in src.shape[-2:]]
     return (None not in shape and shape[0] % rows == 0 and shape[1] % cols == 0
             and _multiple_of(origin[-2], rows) and _multiple_of(origin[-1], cols))
@@ -277,7 +277,7 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
                      zero=not rows_only)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
     if src.group == g and _multiple_of(origin[-2], g) and (_full(exts, (mc.ROWS * g, mc.COLSB // 4))
-                                                         or _whole_b_tile(src, origin, g)):
+                                                         or _whole_b_tile(src, origin)):
         # B already in VNNI order (a cache with that layout): a tile row is one group row; a partial
         # block too when the whole tile is inside the cache: past the data, rows are zeros (they
         # meet A's zero columns) and columns reach only columns of C that are never stored
