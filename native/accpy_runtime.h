@@ -245,7 +245,9 @@ ACCPY_ERROR_STORAGE __thread int accpy_error_flag;
 ACCPY_ERROR_STORAGE char accpy_shared_error_text[2048];
 ACCPY_ERROR_STORAGE int accpy_shared_error_flag;
 
-__attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const char* fmt, ...) {
+/* (The runtime's functions are `static inline`: a unit that does not call one does not compile it,
+ * even at -O0, where plain static functions are all emitted; accpy.testing builds at -O0.) */
+__attribute__((unused, format(printf, 1, 2))) static inline void accpy_set_error(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(accpy_error_text, sizeof accpy_error_text, fmt, ap);
@@ -257,7 +259,7 @@ __attribute__((unused, format(printf, 1, 2))) static void accpy_set_error(const 
 }
 
 /* Called by entry points: move an error raised on a worker thread to this thread. */
-__attribute__((unused)) static int accpy_collect_error(void) {
+__attribute__((unused)) static inline int accpy_collect_error(void) {
     if (accpy_error_flag) {
         __atomic_store_n(&accpy_shared_error_flag, 0, __ATOMIC_RELEASE);
         return 1;
@@ -271,7 +273,7 @@ __attribute__((unused)) static int accpy_collect_error(void) {
     return 0;
 }
 
-__attribute__((unused)) static const char* accpy_take_error(void) {
+__attribute__((unused)) static inline const char* accpy_take_error(void) {
     if (!accpy_error_flag) return NULL;
     accpy_error_flag = 0;
     return accpy_error_text;
@@ -285,7 +287,7 @@ __attribute__((unused)) static const char* accpy_take_error(void) {
 /* The bytes spanned by an array of `n` dimensions `dims` of `elem`-byte elements (`strides`
  * in elements, or NULL for a dense array) in *bytes; 0 with an error set, naming `what`,
  * when a dimension is negative or the size does not fit. */
-__attribute__((unused)) static int accpy_array_bytes(const char* what, size_t elem, int n, const int64_t* dims,
+__attribute__((unused)) static inline int accpy_array_bytes(const char* what, size_t elem, int n, const int64_t* dims,
                                                      const int64_t* strides, size_t* bytes) {
     char shape[320];
     size_t len = 0;
@@ -328,7 +330,7 @@ __attribute__((unused)) static int accpy_array_bytes(const char* what, size_t el
 }
 
 /* A 64-byte-aligned block for such an array (zeroed when `zero`), or NULL with an error set. */
-__attribute__((unused)) static void* accpy_alloc_array(const char* what, size_t elem, int zero, int n,
+__attribute__((unused)) static inline void* accpy_alloc_array(const char* what, size_t elem, int zero, int n,
                                                        const int64_t* dims) {
     size_t bytes;
     if (!accpy_array_bytes(what, elem, n, dims, NULL, &bytes)) return NULL;
@@ -343,6 +345,6 @@ __attribute__((unused)) static void* accpy_alloc_array(const char* what, size_t 
 }
 
 /* (a name no user argument can shadow, unlike `free`) */
-__attribute__((unused)) static void accpy_free(void* p) { free(p); }
+__attribute__((unused)) static inline void accpy_free(void* p) { free(p); }
 
 #endif /* ACCPY_RUNTIME_H */

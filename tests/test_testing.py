@@ -169,3 +169,23 @@ def test_bad_arguments():
         at.arrays((3,))
     with pytest.raises(ValueError, match="data: expected 3 values"):
         at.assert_matches_reference(NEST, ARGS, data=[np.zeros((8, 8))])
+    with pytest.raises(ValueError, match="level: expected one of -O0"):
+        at.assert_matches_reference(NEST, ARGS, opt="-O9")
+
+
+def test_the_optimization_level_is_the_callers_choice(monkeypatch, tmp_path):
+    """Kernels under test are compiled at -O0 unless asked otherwise; the results agree."""
+    from accpy.package import compile as compiling
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path))  # really compiled
+
+    levels = []
+    real = compiling._run
+    monkeypatch.setattr(compiling, "_run", lambda cmd, *a: (levels.append(cmd[1]), real(cmd, *a))[1])
+    schedule = NEST.create_schedule()
+    i, j, k = schedule.get_indices()
+    schedule.reorder(k, i, j)
+    for opt in ("-O0", "-O3"):
+        levels.clear()
+        at.assert_matches_reference(schedule, ARGS, seed=7, **({} if opt == "-O0" else {"opt": opt}))
+        assert levels and set(levels) <= {opt}

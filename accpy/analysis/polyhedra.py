@@ -17,6 +17,13 @@ from ..ir.types import ScalarType
 _MAX_CONSTRAINTS = 400
 
 
+# Emptiness answers by constraint set: lowering asks about the same sets many times (each
+# piece and loop level of unswitching). Bounded; the keys hold their variables alive, so an
+# identity-hashed variable is never mistaken for a later one.
+_EMPTY: dict = {}
+_EMPTY_MAX = 20000
+
+
 def _uid(v: Var) -> int:
     """Vars hash by identity; elimination order goes by creation order instead."""
     return v.uid
@@ -121,7 +128,7 @@ class ConstraintSet:
     def add(self, *cs: Affine) -> "ConstraintSet":
         if self.infeasible:
             return self
-        return ConstraintSet(self.cons + tuple(cs))
+        return self.union_with(ConstraintSet(cs))
 
     def union_with(self, other: "ConstraintSet") -> "ConstraintSet":
         """Conjunction of both sets."""
@@ -129,7 +136,17 @@ class ConstraintSet:
             return self
         if other.infeasible:
             return other
-        return ConstraintSet(self.cons + other.cons)
+        if not other.cons:
+            return self
+        if not self.cons:
+            return other
+        # both are normalized already: keep the tighter constant of each linear part
+        best = {c.terms: c.const for c in self.cons}
+        for c in other.cons:
+            prev = best.get(c.terms)
+            if prev is None or c.const < prev:
+                best[c.terms] = c.const
+        return ConstraintSet((Affine._of(t, k) for t, k in best.items()), _trusted=True)
 
     @property
     def vars(self) -> set:
@@ -155,8 +172,8 @@ class ConstraintSet:
         if len(lo) * len(hi) + len(rest) > _MAX_CONSTRAINTS:
             return None
         # k1*v + r1 >= 0 and -k2*v + r2 >= 0  =>  k2*r1 + k1*r2 >= 0
-        combined = [r1 * k2 + r2 * k1 for k1, r1 in lo for k2, r2 in hi]
-        return ConstraintSet(rest + combined)
+        combined = ConstraintSet(r1 * k2 + r2 * k1 for k1, r1 in lo for k2, r2 in hi)
+        return ConstraintSet(rest, _trusted=True).union_with(combined)  # (rest: normalized already)
 
     def project_out(self, vs: Iterable[Var]) -> Optional["ConstraintSet"]:
         cur: Optional[ConstraintSet] = self
@@ -166,10 +183,16 @@ class ConstraintSet:
             todo = [v for v in todo if v in present]
             if not todo:
                 break
-            # cheapest elimination first
+            # cheapest elimination first: the fewest constraints made (p*n) for those removed (p+n)
+            pos: dict = {}
+            neg: dict = {}
+            for c in cur.cons:
+                for w, k in c.terms:
+                    side = pos if k > 0 else neg
+                    side[w] = side.get(w, 0) + 1
+
             def cost(v):
-                p = sum(1 for c in cur.cons if c.coef(v) > 0)
-                n = sum(1 for c in cur.cons if c.coef(v) < 0)
+                p, n = pos.get(v, 0), neg.get(v, 0)
                 return p * n - p - n
 
             v = min(todo, key=cost)
@@ -219,8 +242,15 @@ class ConstraintSet:
         for lo, hi in self.ranges().values():
             if lo is not None and hi is not None and lo > hi:
                 return True
-        p = self.project_out(sorted(self.vars, key=_uid))  # a fixed order: same answer every run
-        return p is not None and p.infeasible
+        key = frozenset(self.cons)  # the answer depends on the constraints only, not their order
+        known = _EMPTY.get(key)
+        if known is None:
+            p = self.project_out(sorted(self.vars, key=_uid))  # a fixed order: same answer every run
+            known = p is not None and p.infeasible
+            if len(_EMPTY) >= _EMPTY_MAX:
+                _EMPTY.clear()
+            _EMPTY[key] = known
+        return known
 
     def implies(self, c: Affine) -> bool:
         """True only if every integer point of the set satisfies `c >= 0`."""

@@ -29,6 +29,14 @@ class Affine:
 
     # -- construction -------------------------------------------------------------------
     @staticmethod
+    def _of(terms: tuple, const: int) -> "Affine":
+        """From terms already in canonical form (sorted by uid, no zero coefficient): the
+        arithmetic that keeps them so (negation, scaling, dropping a term) skips the sort."""
+        a = Affine.__new__(Affine)
+        a.terms, a.const, a._hash, a._coefs = terms, const, None, None
+        return a
+
+    @staticmethod
     def var(v: Var, coef: int = 1) -> "Affine":
         return Affine({v: coef})
 
@@ -56,7 +64,7 @@ class Affine:
     # -- arithmetic ---------------------------------------------------------------------
     def __add__(self, o) -> "Affine":
         if isinstance(o, int):
-            return Affine(self.terms, self.const + o)
+            return Affine._of(self.terms, self.const + o)
         d = dict(self.terms)
         for v, c in o.terms:
             d[v] = d.get(v, 0) + c
@@ -65,7 +73,7 @@ class Affine:
     __radd__ = __add__
 
     def __neg__(self) -> "Affine":
-        return Affine([(v, -c) for v, c in self.terms], -self.const)
+        return Affine._of(tuple((v, -c) for v, c in self.terms), -self.const)
 
     def __sub__(self, o) -> "Affine":
         return self + (-o if isinstance(o, Affine) else -o)
@@ -76,7 +84,9 @@ class Affine:
     def __mul__(self, k: int) -> "Affine":
         if not isinstance(k, int):
             raise TypeError("Affine can only be scaled by an int")
-        return Affine([(v, c * k) for v, c in self.terms], self.const * k)
+        if k == 0:
+            return Affine._of((), 0)
+        return Affine._of(tuple((v, c * k) for v, c in self.terms), self.const * k)
 
     __rmul__ = __mul__
 
@@ -91,7 +101,7 @@ class Affine:
         return out
 
     def drop(self, v: Var) -> "Affine":
-        return Affine([(w, c) for w, c in self.terms if w != v], self.const)
+        return Affine._of(tuple((w, c) for w, c in self.terms if w is not v), self.const)
 
     def __eq__(self, o):
         return isinstance(o, Affine) and self.terms == o.terms and self.const == o.const
@@ -298,7 +308,7 @@ def normalize(c: Affine) -> Affine:
         g = gcd(g, abs(k))
     if g <= 1:
         return c
-    return Affine([(v, k // g) for v, k in c.terms], c.const // g)
+    return Affine._of(tuple((v, k // g) for v, k in c.terms), c.const // g)
 
 
 def vars_of(cs: Iterable[Affine]) -> set:

@@ -20,8 +20,8 @@
   replays the schedule or plan (`replay_code`).
 
 hypothesis is needed only for the strategies (`pip install hypothesis`, or
-`accpy[test]`); the assertions work without it. Kernels built here are compiled at -O1
-(`accpy.package.compile.optimization`) and cached like any build.
+`accpy[test]`); the assertions work without it. Kernels built here are compiled at -O0
+(the assertions' `opt` argument changes it) and cached like any build.
 """
 from __future__ import annotations
 

@@ -37,7 +37,13 @@ def _data(args, data, seed: int) -> list:
     return [value_for(a, sizes, rng) for a in args]
 
 
-def run(x, args, data, *, opt: str = "-O1"):
+# Kernels under test are compiled at -O0: what a property test checks is accpy's lowering, and
+# the C compiler is most of an example's time (-O0 is about 10 ms of 70 faster than -O1 on a
+# small nest). `opt="-O3"` tests them as packages are built.
+TEST_OPT = "-O0"
+
+
+def run(x, args, data, *, opt: str = TEST_OPT):
     """Build `x` (a Nest, Schedule or Plan) with `args`, call it on a copy of `data`, return the copy."""
     from ..package import Package
     from ..package.compile import optimization
@@ -110,23 +116,24 @@ def _compare(args, got_vals, want_vals, rtol, atol, what_got, what_want, context
 
 
 def assert_equivalent(a, b, args, *, data=None, rtol: Optional[float] = None, atol: Optional[float] = None,
-                      seed: int = 0) -> None:
+                      seed: int = 0, opt: str = TEST_OPT) -> None:
     """Build `a` and `b` (schedules or plans of the same logic) and compare their outputs.
 
     `data`: one value per argument (copied, never modified; default: random data from
     `seed`). Floats are compared with `rtol` (default 1e-4) and `atol` (default 1e-5),
-    integers exactly. On a difference, AssertionError names the first differing element,
-    both values, and prints both as accpy code that replays them.
+    integers exactly. `opt`: the C compiler's optimization level (default -O0; e.g. "-O3"
+    to test the code as packages are built). On a difference, AssertionError names the first
+    differing element, both values, and prints both as accpy code that replays them.
     """
     values = _data(args, data, seed)
     rtol, atol = _tolerances(args, rtol, atol)
-    got_a, got_b = run(a, args, values), run(b, args, values)
+    got_a, got_b = run(a, args, values, opt=opt), run(b, args, values, opt=opt)
     context = f"first:\n{_indent(_describe(a))}\nsecond:\n{_indent(_describe(b))}"
     _compare(args, got_a, got_b, rtol, atol, "the first", "the second", context)
 
 
 def assert_matches_reference(x, args, *, data=None, rtol: Optional[float] = None, atol: Optional[float] = None,
-                             seed: int = 0) -> None:
+                             seed: int = 0, opt: str = TEST_OPT) -> None:
     """Build `x` (a Nest, Schedule or Plan) and compare its outputs with the reference evaluator
     (the logic run in its default order in Python). Arguments as for `assert_equivalent`."""
     from ..nest.array import Array, Dimension, OutputDimension, Scalar
@@ -136,7 +143,7 @@ def assert_matches_reference(x, args, *, data=None, rtol: Optional[float] = None
 
     values = _data(args, data, seed)
     rtol, atol = _tolerances(args, rtol, atol)
-    got = run(x, args, values)
+    got = run(x, args, values, opt=opt)
     schedule = x.schedule if isinstance(x, Plan) else x
     nests = [x] if isinstance(x, Nest) else schedule.nests
     want = [np.array(v, copy=True, order="K") if isinstance(v, np.ndarray) else v for v in values]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import LogicError, ScheduleError
 from ._deps import hypothesis_strategies
+from .choices import HypothesisChooser, draw_transform, weighted_kinds
 
 SCHEDULE_TRANSFORMS = ("split", "tile", "reorder", "skew", "pad")
 _REFUSED = (ValueError, TypeError, ScheduleError, LogicError, NotImplementedError, RuntimeError)
@@ -80,8 +81,9 @@ def schedules(nest_or_schedule, *, max_transforms: int = 4, transforms: Sequence
     `nest_or_schedule`: an acc.Nest (schedules start from its default order), an
     acc.Schedule (examples extend a copy of it), or a function returning a fresh schedule
     (for fused schedules: `lambda: acc.fuse(...)`). Each example applies up to
-    `max_transforms` of `transforms` (split, tile, reorder, skew, pad) with split/tile
-    sizes 1..`max_split` and pads 1..3; transforms accpy refuses are skipped.
+    `max_transforms` of `transforms` (split, tile, reorder, skew, pad; drawn by
+    `choices.draw_transform`) with split/tile sizes 1..`max_split` (and at most 3 past the
+    extent) and pads 0..3; transforms accpy refuses are skipped.
     """
     st = hypothesis_strategies()
     unknown = set(transforms) - set(SCHEDULE_TRANSFORMS)
@@ -95,44 +97,42 @@ def schedules(nest_or_schedule, *, max_transforms: int = 4, transforms: Sequence
     @st.composite
     def draw(d):
         s = fresh()
+        ch = HypothesisChooser(d)
+        kinds = weighted_kinds(transforms)
         for _ in range(d(st.integers(0, max_transforms))):
-            kind = d(st.sampled_from(list(transforms)))
-            idx = s.get_indices()
-            try:
-                if kind == "split":
-                    s.split(d(st.sampled_from(idx)), d(st.integers(1, max_split)))
-                elif kind == "tile":
-                    picked = d(st.lists(st.sampled_from(idx), min_size=1, max_size=min(3, len(idx)), unique_by=id))
-                    s.tile({ix: d(st.integers(1, max_split)) for ix in picked})
-                elif kind == "reorder":
-                    s.reorder(*_respect_splits(s, d(st.permutations(idx))))
-                elif kind == "skew" and len(idx) > 1:
-                    a, b = d(st.lists(st.sampled_from(idx), min_size=2, max_size=2, unique_by=id))
-                    s.skew(a, b)
-                elif kind == "pad":
-                    s.pad(d(st.sampled_from(idx)), d(st.integers(1, 3)))
-            except _REFUSED:
-                continue  # refused: the schedule is unchanged
+            apply_transform(s, draw_transform(ch, ch.choice(kinds), s.get_indices(), lambda ix: _extent(s, ix),
+                                              _parents(s), max_split))
         return s
 
     return draw()
 
 
-def _respect_splits(schedule, perm) -> list:
-    """`perm` with every split's inner index moved after its outer one (a valid order)."""
+def _parents(schedule) -> Callable:
     parent = {id(h.index): h.parent for h in schedule._structure()}
-    out = []
-    pending = list(perm)
-    while pending:
-        for k, ix in enumerate(pending):
-            p = parent.get(id(ix))
-            if p is None or any(p is q for q in out):
-                out.append(pending.pop(k))
-                break
-        else:  # pragma: no cover - a cycle cannot happen
-            out.extend(pending)
-            break
-    return out
+    return lambda ix: parent.get(id(ix))
+
+
+def apply_transform(schedule, transform: Optional[tuple]) -> bool:
+    """Apply a transform drawn by `choices.draw_transform` to a live schedule; False (the
+    schedule unchanged) when accpy refuses it or there is none."""
+    if transform is None:
+        return False
+    op, *args = transform
+    try:
+        if op == "split":
+            schedule.split(*args)
+        elif op == "tile":
+            schedule.tile(dict(args[0]))
+        elif op == "reorder":
+            schedule.reorder(*args[0])
+        elif op == "skew":
+            a, b, small = args
+            schedule.skew(a, b, small)
+        elif op == "pad":
+            schedule.pad(*args)
+    except _REFUSED:
+        return False
+    return True
 
 
 # -- plans ------------------------------------------------------------------------------------

@@ -16,7 +16,10 @@ How cases are drawn (`draw_case(chooser)`): pick a nest kind and its sizes, then
 repeatedly pick a step kind by weight and let its *drawer* (`STEP_KINDS`) choose the
 step's arguments from the live schedule (`State`: current indices, extents, split
 parents), applying each step as soon as it is drawn so that the next one sees the result.
-Every choice goes through a `Chooser`: `cases()` is the hypothesis strategy
+The schedule transforms are drawn by accpy.testing's own drawer
+(`accpy.testing.choices.draw_transform`, the one `accpy.testing.schedules` uses), here over
+index names so that each becomes a replayable `Step`.
+Every choice goes through a `Chooser` (accpy.testing.choices): `cases()` is the hypothesis strategy
 (`HypothesisChooser`: boundary-biased, shrinkable); `random_cases(random.Random(seed), n)`
 draws n distinct cases from a seeded generator (`RandomChooser`), which is how a test
 gets hundreds of different cases out of a few hypothesis examples.
@@ -58,7 +61,7 @@ from __future__ import annotations
 
 from .steps import Mapping, Ref, Step  # noqa: F401
 from .nests import EXTENT, LAYOUTS, NEST_KINDS, NestKind, NestSpec, SMALL, _CONV1D, _CONV2D, _ELEMENTWISE, _MATMUL, _MATMUL_DYN, _MAXREDUCE, _ROWMAX_DYN, _ROWSUM, _TRANSPOSE3, kinds_with, nest_kind, order_invariant_kinds  # noqa: F401
-from .cases import Case, Chooser, HypothesisChooser, RandomChooser, STEP_KINDS, State, StepKind, _draw_pad, _draw_reorder, _draw_skew, _draw_split, _draw_tile, _exec, _sized, _split_size, _weighted, cases, draw_case, draw_spec, random_cases, realize, repair_order, step_kind  # noqa: F401
+from .cases import Case, Chooser, HypothesisChooser, RandomChooser, STEP_KINDS, State, StepKind, _exec, _transform_step, _weighted, cases, draw_case, draw_spec, random_cases, realize, repair_order, step_kind  # noqa: F401
 from .run import OutOfBounds, OverBudget, PYTHON_LOOP_BUDGET, _Bounded, _copy, call_arguments, lowered_to_python, make_inputs, random_array, reference_outputs  # noqa: F401
 from .batches import BatchReport, Failure, Realized, _first_difference, _indent, _parse_args, _run_lowered_python, _safe, build_package, check_case, check_cases, compare, realize_all, steps_from_code, tolerance_of  # noqa: F401
 from .minimize import LEGITIMATE_REJECTIONS, _variants, avx2_target_steps, case_fails, legitimate_rejection, minimize  # noqa: F401

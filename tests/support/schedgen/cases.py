@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import accpy as acc
+from accpy.testing import choices
 from .steps import Mapping, Ref, Step
 from .nests import LAYOUTS, NEST_KINDS, NestSpec, order_invariant_kinds
 
@@ -152,67 +153,9 @@ def realize(case: Case) -> State:
     return s
 
 
-# -- choosers: one generator, two sources of choices ---------------------------------------------
+# -- choosers: accpy.testing's (one generator, two sources of choices) --------------------------------
 
-
-class Chooser:
-    """The choices a generator makes. `HypothesisChooser` draws them from hypothesis
-    (shrinkable, biased to boundary values); `RandomChooser` from a seeded `random.Random`
-    (fast, and many distinct cases per example)."""
-
-    def integer(self, lo: int, hi: int) -> int:
-        raise NotImplementedError
-
-    def choice(self, seq):
-        raise NotImplementedError
-
-    def subset(self, seq, min_size: int, max_size: int) -> list:
-        """Distinct elements of `seq`, in a random order."""
-        raise NotImplementedError
-
-    def permutation(self, seq) -> list:
-        raise NotImplementedError
-
-    def chance(self, p: float) -> bool:
-        """True with probability about p (shrinks to False)."""
-        return self.integer(0, 999) >= 1000 - int(round(p * 1000))
-
-
-class HypothesisChooser(Chooser):
-    def __init__(self, draw):
-        self.draw = draw
-
-    def integer(self, lo, hi):
-        return self.draw(st.integers(lo, hi))
-
-    def choice(self, seq):
-        return self.draw(st.sampled_from(list(seq)))
-
-    def subset(self, seq, min_size, max_size):
-        return self.draw(st.lists(st.sampled_from(list(seq)), min_size=min_size, max_size=max_size, unique=True))
-
-    def permutation(self, seq):
-        return list(self.draw(st.permutations(list(seq))))
-
-
-class RandomChooser(Chooser):
-    def __init__(self, rng):
-        self.rng = rng
-
-    def integer(self, lo, hi):
-        return self.rng.randint(lo, hi)
-
-    def choice(self, seq):
-        return self.rng.choice(list(seq))
-
-    def subset(self, seq, min_size, max_size):
-        seq = list(seq)
-        return self.rng.sample(seq, self.rng.randint(min_size, min(max_size, len(seq))))
-
-    def permutation(self, seq):
-        seq = list(seq)
-        self.rng.shuffle(seq)
-        return seq
+Chooser, HypothesisChooser, RandomChooser = choices.Chooser, choices.HypothesisChooser, choices.RandomChooser
 
 
 # -- step kinds ------------------------------------------------------------------------------
@@ -239,79 +182,41 @@ def step_kind(name: str, weight: int = 1, stage: str = "schedule"):
     return deco
 
 
-def _sized(state):
-    return state.names()  # every index can be split; runtime extents too
-
-
-def _split_size(ch, state, ix) -> int:
-    """1..extent+3 (dividing, non-dividing, == extent, > extent); 1..16 for a runtime extent."""
-    ext = state.extent(ix)
-    return ch.integer(1, (ext if ext is not None else 13) + 3)
-
-
-@step_kind("split", weight=4)
-def _draw_split(ch, state):
-    names = _sized(state)
-    if not names:
-        return None
-    ix = ch.choice(names)
-    size = _split_size(ch, state, ix)
-    return Step("split", (Ref(ix), size), results=(state.fresh(ix),))
-
-
-@step_kind("tile", weight=2)
-def _draw_tile(ch, state):
-    names = _sized(state)
-    if not names:
-        return None
-    chosen = ch.subset(names, 1, min(3, len(names)))
-    items, results, taken = [], [], set()
-    for ix in chosen:
-        items.append((Ref(ix), _split_size(ch, state, ix)))
-        results.append(state.fresh(ix, also_taken=taken))
-        taken.add(results[-1])
-    return Step("tile", (Mapping(items),), results=tuple(results))
-
-
 def repair_order(perm, parents: dict) -> list:
-    """The order closest to `perm` in which every split parent precedes its inner index.
-
-    Repeatedly takes the earliest index of `perm` whose parent is already placed.
-    """
-    placed, out, todo = set(), [], list(perm)
-    while todo:
-        for n, ix in enumerate(todo):
-            p = parents.get(ix)
-            if p is None or p in placed:
-                out.append(ix)
-                placed.add(ix)
-                del todo[n]
-                break
-        else:  # pragma: no cover - parents always form a forest
-            raise AssertionError(f"cyclic split parents in {parents}")
-    return out
+    """accpy.testing's repair_order over names (`parents`: name -> parent name or None)."""
+    return choices.repair_order(perm, parents.get)
 
 
-@step_kind("reorder", weight=4)
-def _draw_reorder(ch, state):
+def _transform_step(state, kind: str, ch) -> Optional[Step]:
+    """accpy.testing's drawer (`choices.draw_transform`) over the case's index names, its
+    transform recorded as a replayable Step (new indices named by the step)."""
     dims = state.dims()
-    order = repair_order(ch.permutation([n for n, _, _ in dims]), {n: p for n, _, p in dims})
-    return Step("reorder", tuple(Ref(x) for x in order))
-
-
-@step_kind("skew", weight=2)
-def _draw_skew(ch, state):
-    names = state.names()
-    if len(names) < 2:
+    parents = {n: p for n, _, p in dims}
+    t = choices.draw_transform(ch, kind, [n for n, _, _ in dims], state.extent, parents.get)
+    if t is None:
         return None
-    a, b = ch.subset(names, 2, 2)
-    kwargs = (("unroll_loops_smaller_than", ch.integer(1, 8)),) if ch.chance(0.4) else ()
-    return Step("skew", (Ref(a), Ref(b)), kwargs)
+    op, *args = t
+    if op == "split":
+        ix, size = args
+        return Step("split", (Ref(ix), size), results=(state.fresh(ix),))
+    if op == "tile":
+        items, results = [], []
+        for ix, size in args[0]:
+            items.append((Ref(ix), size))
+            results.append(state.fresh(ix, also_taken=results))
+        return Step("tile", (Mapping(items),), results=tuple(results))
+    if op == "reorder":
+        return Step("reorder", tuple(Ref(x) for x in args[0]))
+    if op == "skew":
+        a, b, small = args
+        return Step("skew", (Ref(a), Ref(b)), (("unroll_loops_smaller_than", small),) if small else ())
+    ix, size = args
+    return Step("pad", (Ref(ix), size))
 
 
-@step_kind("pad", weight=1)
-def _draw_pad(ch, state):
-    return Step("pad", (Ref(ch.choice(state.names())), ch.integer(0, 3)))
+for _kind in choices.TRANSFORM_WEIGHTS:
+    step_kind(_kind, weight=choices.TRANSFORM_WEIGHTS[_kind])(
+        lambda ch, state, _kind=_kind: _transform_step(state, _kind, ch))
 
 
 # -- drawing whole cases --------------------------------------------------------------------
