@@ -189,3 +189,76 @@ def test_the_optimization_level_is_the_callers_choice(monkeypatch, tmp_path):
         levels.clear()
         at.assert_matches_reference(schedule, ARGS, seed=7, **({} if opt == "-O0" else {"opt": opt}))
         assert levels and set(levels) <= {opt}
+
+
+def test_a_wrong_schedule_is_caught_and_shrunk_to_a_short_replay():
+    """A user's property test over schedules that all carry a reorder forced with unsafe=True
+    (it changes what an ordered nest computes): the assertion fails, hypothesis shrinks the
+    drawn transforms away, and the message replays the short schedule that is left."""
+    from hypothesis import Phase
+
+    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(7, 7), name="X")
+    nest = acc.Nest(shape=(6, 6))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        X[i + 1, j] = X[i, j + 1] + 1.0
+
+    wrong = nest.create_schedule()
+    wrong.reorder(j, i, unsafe=True)  # the bug: each row reads the previous one before it is written
+    failing_sizes = []
+
+    @settings(max_examples=40, database=None, deadline=None, derandomize=True,
+              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+    @given(s=at.schedules(wrong, max_transforms=4), data=at.arrays((X,)))
+    def prop(s, data):
+        try:
+            at.assert_matches_reference(s, (X,), data=data)
+        except AssertionError:
+            failing_sizes.append(len(s._commands))
+            raise
+
+    with pytest.raises(AssertionError) as err:
+        prop()
+    text = str(err.value)
+    assert "X[" in text and "accpy gives" in text and "the reference gives" in text
+    replay = [line.strip() for line in text.split("schedule:")[1].strip().splitlines()]
+    assert replay == ["i, j = nest.get_indices()", "schedule = nest.create_schedule()",
+                      "schedule.reorder(j, i, unsafe=True)"], replay
+    assert max(failing_sizes) > 1 and failing_sizes[-1] == 1  # shrunk: the drawn transforms are gone
+
+
+def test_the_transform_drawer_over_names_and_live_indices():
+    """choices.draw_transform sees handles only: names (a generator that records steps) or live
+    indices; seeded choices repeat, split parents stay ahead of their inner indices."""
+    import random
+
+    from accpy.testing import choices
+
+    names, parents = ["i", "j", "ii"], {"ii": "i"}
+    draws = [[choices.draw_transform(choices.RandomChooser(random.Random(seed)), kind, names,
+                                     lambda n: 8, parents.get) for kind in choices.TRANSFORM_WEIGHTS]
+             for seed in (1, 1, 2)]
+    assert draws[0] == draws[1]  # the same seed, the same transforms
+    for seed in range(50):
+        ch = choices.RandomChooser(random.Random(seed))
+        op, order = choices.draw_transform(ch, "reorder", names, lambda n: 8, parents.get)
+        assert sorted(order) == sorted(names) and order.index("i") < order.index("ii")
+        op, ix, size = choices.draw_transform(ch, "split", names, lambda n: 8, parents.get, max_split=5)
+        assert ix in names and 1 <= size <= 5
+        op, items = choices.draw_transform(ch, "tile", names, lambda n: None, parents.get)
+        assert 1 <= len(items) <= 3 and len({n for n, _ in items}) == len(items)
+        assert all(1 <= size <= 16 for _, size in items)  # a runtime extent: 1..13+3
+    assert choices.draw_transform(choices.RandomChooser(random.Random(0)), "skew", ["i"], lambda n: 8,
+                                  parents.get) is None  # one loop: nothing to skew
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        choices.draw_transform(choices.RandomChooser(random.Random(0)), "fuse", names, lambda n: 8, parents.get)
+    # live indices: what accpy.testing.schedules applies
+    s = NEST.create_schedule()
+    t = choices.draw_transform(choices.RandomChooser(random.Random(3)), "split", s.get_indices(), lambda ix: 8,
+                               lambda ix: None)
+    assert t[1] in s.get_indices()
+    from accpy.testing.strategies import apply_transform
+
+    assert apply_transform(s, t) and len(s.get_indices()) == 4
