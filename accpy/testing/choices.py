@@ -23,9 +23,11 @@ class Chooser:
     """The choices a generator makes."""
 
     def integer(self, lo: int, hi: int) -> int:
+        """An integer in [lo, hi] (shrinks toward lo)."""
         raise NotImplementedError
 
     def choice(self, seq):
+        """One element of `seq` (shrinks toward the first)."""
         raise NotImplementedError
 
     def subset(self, seq, min_size: int, max_size: int) -> list:
@@ -33,6 +35,7 @@ class Chooser:
         raise NotImplementedError
 
     def permutation(self, seq) -> list:
+        """The elements of `seq` in a random order."""
         raise NotImplementedError
 
     def chance(self, p: float) -> bool:
@@ -49,16 +52,20 @@ class HypothesisChooser(Chooser):
         self.draw, self.st = draw, hypothesis_strategies()
 
     def integer(self, lo, hi):
+        """An integer in [lo, hi] (shrinks toward lo)."""
         return self.draw(self.st.integers(lo, hi))
 
     def choice(self, seq):
+        """One element of `seq` (shrinks toward the first)."""
         return self.draw(self.st.sampled_from(list(seq)))
 
     def subset(self, seq, min_size, max_size):
+        """Distinct elements of `seq` (compared by identity), in a random order."""
         return self.draw(self.st.lists(self.st.sampled_from(list(seq)), min_size=min_size, max_size=max_size,
                                        unique_by=id))
 
     def permutation(self, seq):
+        """The elements of `seq` in a random order."""
         return list(self.draw(self.st.permutations(list(seq))))
 
 
@@ -69,16 +76,20 @@ class RandomChooser(Chooser):
         self.rng = rng
 
     def integer(self, lo, hi):
+        """An integer in [lo, hi] (shrinks toward lo)."""
         return self.rng.randint(lo, hi)
 
     def choice(self, seq):
+        """One element of `seq` (shrinks toward the first)."""
         return self.rng.choice(list(seq))
 
     def subset(self, seq, min_size, max_size):
+        """Distinct elements of `seq` (compared by identity), in a random order."""
         seq = list(seq)
         return self.rng.sample(seq, self.rng.randint(min_size, min(max_size, len(seq))))
 
     def permutation(self, seq):
+        """The elements of `seq` in a random order."""
         seq = list(seq)
         self.rng.shuffle(seq)
         return seq
