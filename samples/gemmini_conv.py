@@ -3,12 +3,16 @@
     Out[y, x, o] = relu(int8(round(float32(sum_{ky, kx, c} In[y + ky, x + kx, c] * W[ky, kx, c, o]) * scale)))
 
 (stride 1, no padding: In is (H + 2) x (W + 2) x C, Out is H x W x K, channels last). The
-conv is a matmul per kernel position: output pixels along x are the rows (16 per tile),
-output channels the columns, input channels the reduction; ky, kx and the input-channel
-tiles sit outside the 16x16x16 tile, so no im2col copy is made. The int32 sums live in
-Gemmini's ACCUMULATOR (a fused epilogue moves them out scaled), a band of input rows and the
-weights of a block of output channels in the SCRATCHPAD; each weight tile stays in the array
-while it meets every row tile of the band. Checked bit-exactly against numpy.
+conv is a matmul per kernel position: output pixels are the rows (16 per tile), output
+channels the columns, input channels the reduction; ky, kx and the input-channel tiles sit
+outside the 16x16x16 tile, so no im2col copy is made. The scheduled version numbers the output
+pixels p = y * W + x and reads In[p // W + ky, p % W + kx, c]: a tile of 16 pixels runs across
+the ends of output rows, so every tile is full whatever W is (a tile per output row would
+leave 2 of 16 rows empty at W = 14). For each (ky, kx) the input block cached in the
+SCRATCHPAD is a band of rows W pixels wide, where pixel p sits at row p: its 16 rows are
+consecutive. The int32 sums live in Gemmini's ACCUMULATOR (a fused epilogue moves them out
+scaled); each weight tile stays in the array while it meets every pixel tile of the band.
+Checked bit-exactly against numpy.
 
     python samples/gemmini_conv.py                       # 28 x 28, 64 -> 64 (a few seconds)
     python samples/gemmini_conv.py --shape 56x56x64x64 --naive
@@ -28,15 +32,30 @@ I8, I32, F32 = acc.ScalarType.int8, acc.ScalarType.int32, acc.ScalarType.float32
 DIM = 16
 
 
+ACC_ROWS, SP_ROWS = 1024, 16384  # Gemmini's accumulator and scratchpad, in rows of 16 elements
+
+
 def blocks_for(H: int, W: int, C: int, K: int) -> tuple:
-    """(rows of output per band Yb, output channels per block Kb): the band's int32 sums fill the
-    accumulator (Yb * W * Kb / 16 <= 1024 rows), the band's input and the block's weights fit the
-    scratchpad (16384 rows)."""
-    Kb = min(-(-K // DIM) * DIM, 128)
-    Yb = max(1, min(H, 1024 // (W * (Kb // DIM))))
-    while Yb > 1 and (Yb + 2) * (W + 2) * (-(-C // DIM)) + C * Kb // DIM > 16384:
-        Yb -= 1
-    return Yb, Kb
+    """(output pixels per band Pb, output channels per block Kb) of the scheduled conv. The band's
+    int32 sums fill the accumulator (Pb * Kb / 16 <= 1024 rows); Pb is a multiple of W (a band
+    of whole output rows: its input block starts at a row the loops compute without a division)
+    and, where the accumulator allows, of 16 (every pixel tile full); the band's input block for
+    one (ky, kx) and the block's weights for it fit the scratchpad."""
+    from math import gcd
+
+    ct = -(-C // DIM)
+    Kb = min(-(-K // DIM) * DIM, 64)
+    while Kb > DIM and W * Kb // DIM > ACC_ROWS:
+        Kb -= DIM
+    cap = ACC_ROWS * DIM // Kb  # pixels of the band
+    if W > cap:
+        raise ValueError(f"W: an output row of {W} pixels does not fit Gemmini's accumulator; tile the width")
+    step = W * DIM // gcd(W, DIM)  # whole output rows and whole pixel tiles
+    step = step if step <= cap else W
+    Pb = min(max(step, cap // step * step), -(-H * W // step) * step)
+    while Pb > step and Pb * ct + C * Kb // DIM > SP_ROWS:
+        Pb -= step
+    return Pb, Kb
 
 
 def conv_plan(H: int, W: int, C: int, K: int, relu: bool = True, naive: bool = False, blocks=None):
@@ -44,9 +63,12 @@ def conv_plan(H: int, W: int, C: int, K: int, relu: bool = True, naive: bool = F
     In = acc.Array(role=acc.Role.INPUT, element_type=I8, shape=(H + 2, W + 2, C))
     Wt = acc.Array(role=acc.Role.INPUT, element_type=I8, shape=(3, 3, C, K))
     Out = acc.Array(role=acc.Role.OUTPUT, element_type=I8, shape=(H, W, K))
-    Acc = acc.Array(role=acc.Role.TEMP, element_type=I32, shape=(H, W, K))
     scale = acc.Scalar(F32)
+    if not naive:
+        return _flat_plan(H, W, C, K, relu, blocks or blocks_for(H, W, C, K), In, Wt, Out, scale), (In, Wt, Out, scale)
 
+    # naive: a tile per 16 pixels of an output row, nothing kept between tiles
+    Acc = acc.Array(role=acc.Role.TEMP, element_type=I32, shape=(H, W, K))
     n0 = acc.Nest(shape=(H, W, K, 3, 3, C))
     y0, x0, o0, ky, kx, c0 = n0.get_indices()
 
@@ -64,28 +86,49 @@ def conv_plan(H: int, W: int, C: int, K: int, relu: bool = True, naive: bool = F
 
     schedule = acc.fuse((n0.create_schedule(), n1.create_schedule()), partial=3)
     y, x, o, f, ky, kx, c = schedule.get_indices()
-    gemmini = acc.Target(acc.Target.Model.GEMMINI)
-    if naive:
-        x2, o2, c2 = schedule.tile({x: DIM, o: DIM, c: DIM})
-        schedule.reorder(y, x, o, f, ky, kx, c, x2, o2, c2)
-        plan = schedule.create_plan(gemmini)
-        plan.cache(Acc, index=f, location=acc.MemorySpace.ACCUMULATOR)
-        plan.cache(In, index=x2, location=acc.MemorySpace.SCRATCHPAD)
-        plan.cache(Wt, index=x2, location=acc.MemorySpace.SCRATCHPAD)
-        plan.tensorize(indices=(x2, o2, c2))
-    else:
-        Yb, Kb = blocks or blocks_for(H, W, C, K)
-        y2, o2 = schedule.tile({y: Yb, o: Kb})
-        x3, o3, c3 = schedule.tile({x: DIM, o2: DIM, c: DIM})
-        # a band of Yb output rows x a block of Kb channels in the accumulator; per weight tile
-        # (ky, kx, c, o2): every row tile (y2, x) of the band
-        schedule.reorder(y, o, f, ky, kx, c, o2, y2, x, x3, o3, c3)
-        plan = schedule.create_plan(gemmini)
-        plan.cache(Acc, index=f, location=acc.MemorySpace.ACCUMULATOR)
-        plan.cache(In, index=ky, location=acc.MemorySpace.SCRATCHPAD)
-        plan.cache(Wt, index=c, location=acc.MemorySpace.SCRATCHPAD)
-        plan.tensorize(indices=(x3, o3, c3))
+    x2, o2, c2 = schedule.tile({x: DIM, o: DIM, c: DIM})
+    schedule.reorder(y, x, o, f, ky, kx, c, x2, o2, c2)
+    plan = schedule.create_plan(acc.Target(acc.Target.Model.GEMMINI))
+    plan.cache(Acc, index=f, location=acc.MemorySpace.ACCUMULATOR)
+    plan.cache(In, index=x2, location=acc.MemorySpace.SCRATCHPAD)
+    plan.cache(Wt, index=x2, location=acc.MemorySpace.SCRATCHPAD)
+    plan.tensorize(indices=(x2, o2, c2))
     return plan, (In, Wt, Out, scale)
+
+
+def _flat_plan(H, W, C, K, relu, blocks, In, Wt, Out, scale):
+    """The scheduled conv over flattened output pixels p = y * W + x (see the module's text)."""
+    Pb, Kb = blocks
+    P = H * W
+    Acc = acc.Array(role=acc.Role.TEMP, element_type=I32, shape=(P, K))
+    n0 = acc.Nest(shape=(P, K, 3, 3, C))
+    p0, o0, ky, kx, c0 = n0.get_indices()
+
+    @n0.iteration_logic
+    def _():
+        Acc[p0, o0] += acc.cast(In[p0 // W + ky, p0 % W + kx, c0], I32) * acc.cast(Wt[ky, kx, c0, o0], I32)
+
+    n1 = acc.Nest(shape=(P, K))
+    p1, o1 = n1.get_indices()
+
+    @n1.iteration_logic
+    def _():
+        v = acc.cast(acc.round(acc.cast(Acc[p1, o1], F32) * scale), I8)
+        Out[p1 // W, p1 % W, o1] = acc.max(v, acc.cast(0, I8)) if relu else v
+
+    schedule = acc.fuse((n0.create_schedule(), n1.create_schedule()), partial=2)
+    p, o, f, ky, kx, c = schedule.get_indices()
+    p2, o2 = schedule.tile({p: Pb, o: Kb})
+    p3, o3, c3 = schedule.tile({p2: DIM, o2: DIM, c: DIM})
+    # a band of Pb pixels x a block of Kb channels in the accumulator; per (ky, kx) the band's
+    # input and the block's weights in the scratchpad; per weight tile, every pixel tile
+    schedule.reorder(p, o, f, ky, kx, c, o2, p2, p3, o3, c3)
+    plan = schedule.create_plan(acc.Target(acc.Target.Model.GEMMINI))
+    plan.cache(Acc, index=f, location=acc.MemorySpace.ACCUMULATOR)
+    plan.cache(In, index=c, location=acc.MemorySpace.SCRATCHPAD)
+    plan.cache(Wt, index=c, location=acc.MemorySpace.SCRATCHPAD)
+    plan.tensorize(indices=(p3, o3, c3))
+    return plan
 
 
 def reference(inp, w, scale, relu=True):

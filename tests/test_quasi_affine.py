@@ -172,3 +172,61 @@ def test_parallel_race_through_modulo_is_found():
 
     with pytest.raises(acc.ScheduleError, match="two threads would race on Y"):
         n.create_plan().parallelize(i)
+
+
+def test_flattened_subscripts_recombine():
+    from accpy.ir.affine import combination_affine, quasi_linear
+    from accpy.ir.expr import Const, Var, idx_op
+
+    p, k = Var("p"), Var("k")
+    x = idx_op("add", idx_op("mul", Const(16), p), Const(3))
+    row, col = idx_op("add", idx_op("floordiv", x, Const(14)), k), idx_op("mod", x, Const(14))
+    # [x // 14 + k, x % 14] in rows 14 wide: offset x + 14 k
+    flat = combination_affine([(row, 14), (col, 1)])
+    assert flat.coef(p) == 16 and flat.coef(k) == 14 and flat.const == 3
+    assert combination_affine([(row, 13), (col, 1)]) is None  # rows 13 wide: no recombination
+    assert combination_affine([(row, 14)]) is None  # a division left over
+    affine, quasi = quasi_linear([(row, 1)])
+    assert affine.coef(k) == 1 and list(quasi.values()) == [[1, 0]]
+
+
+def _flat_conv(H, W, band, cache=True):
+    """Out[p] = sum In[p // W + ky, p % W + kx] over a 3 x 3 window, output pixels p = y * W + x
+    in bands of `band`, In cached per (ky, kx) (its block: the band's input rows)."""
+    In = acc.Array(role=acc.Role.INPUT, shape=(H + 2, W + 2), name="In")
+    Out = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(H * W,), name="Out")
+    n = acc.Nest(shape=(H * W, 3, 3))
+    p, ky, kx = n.get_indices()
+
+    @n.iteration_logic
+    def _():
+        Out[p] += In[p // W + ky, p % W + kx]
+
+    s = n.create_schedule()
+    pp = s.split(p, band)
+    s.reorder(p, ky, kx, pp)
+    plan = s.create_plan()
+    if cache:
+        plan.cache(In, index=pp)
+    return plan, (In, Out)
+
+
+@pytest.mark.parametrize("H, W, band", [(6, 14, 28), (6, 14, 42), (5, 9, 16), (7, 5, 3), (4, 6, 24)])
+def test_cache_of_a_flattened_pixel_band(tmp_path, H, W, band):
+    """The block of In[p // W + ky, p % W + kx] over a band of pixels: its rows are bounded in the
+    band's first and last pixel (exact when the band is whole output rows), its columns W wide;
+    the results are the window sums."""
+    plan, args = _flat_conv(H, W, band)
+    a = np.random.default_rng(2).random((H + 2, W + 2), np.float32)
+    out = np.zeros(H * W, np.float32)
+    _run(plan, args, tmp_path, [a, out])
+    want = sum(a[ky:ky + H, kx:kx + W] for ky in range(3) for kx in range(3)).reshape(-1)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    import re
+
+    declared = int(re.search(r"float In_cache\[(\d+)\]", (tmp_path / "q.c").read_text()).group(1))
+    rows = declared // 16  # (a row of W <= 16 floats is padded to 16)
+    if band % W == 0:  # whole output rows: the block is band / W input rows, not the whole input
+        assert rows == band // W
+    else:
+        assert rows <= -(-band // W) + 1 < H + 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, to_affine, upper_bound_constraints
+from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, quasi_linear, to_affine, upper_bound_constraints
 from ..errors import ScheduleError
 from ..ir.expr import BinOp, Buffer, Const, Var, idx_op
 from ..ir.stmt import Block, For, If, Store
@@ -132,8 +132,15 @@ def footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Foot
         for k, ix in enumerate(acc.indices):
             a = to_affine(ix)
             if a is None:
-                # quasi-affine (// and % by constants): the constant range z3 finds over the
-                # site's iterations (a box that may hold more than the block, never less)
+                # quasi-affine (// and % by constants): `x // m + r` or `x % m + r` is bounded
+                # like an affine subscript (in the enclosing loops); others by the constant
+                # range z3 finds over the site's iterations (a box that may hold more than the
+                # block, never less)
+                bounds = _quasi_bounds(ix, cons, drop, ctx)
+                if bounds is not None:
+                    los[k].append(bounds[0])
+                    his[k].append(bounds[1])
+                    continue
                 rng = _quasi_range(ix, cons, buf.name, k)
                 los[k].append([Bound(Affine.constant(rng[0]), 1)])
                 his[k].append([Bound(Affine.constant(rng[1]), 1)])
@@ -167,6 +174,34 @@ def footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Foot
     writes = any(a.is_write for a in accesses)
     full = writes and not reads and _covers_box(accesses, ctx, lo_aff, hi_aff)
     return Footprint(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx, hi_aff)
+
+
+def _quasi_bounds(ix, cons: ConstraintSet, drop: list, ctx: ConstraintSet) -> Optional[tuple]:
+    """(lower Bounds, upper Bounds) of a subscript `x // m + r` (floor((x + m*r) / m), from the
+    bounds of x + m*r) or `x % m + r` (r's bounds, and m - 1 above them), x and r affine; None
+    for other forms or when a bound is a fraction (then the caller's constant range applies)."""
+    parts = quasi_linear([(ix, 1)])
+    if parts is None or len(parts[1]) != 1:
+        return None
+    r, ((x, m), ks) = parts[0], next(iter(parts[1].items()))
+    if ks == [1, 0]:
+        y = x + r * m
+        lows, ups = _extreme(y, cons, drop, False, ctx), _extreme(y, cons, drop, True, ctx)
+        if any(b.den != 1 for b in lows + ups):
+            return None
+        return [_floor_div(b.num, m, True) for b in lows], [_floor_div(b.num, m, False) for b in ups]
+    if ks == [0, 1]:
+        lows, ups = _extreme(r, cons, drop, False, ctx), _extreme(r, cons, drop, True, ctx)
+        return lows, [Bound(b.num + (m - 1) * b.den, b.den) for b in ups]
+    return None
+
+
+def _floor_div(num: Affine, m: int, lower: bool) -> Bound:
+    """floor(num / m) as a lower Bound (read as a ceiling: ceil((num - m + 1) / m)) or an upper
+    one; exact (den 1) when m divides every coefficient."""
+    if all(c % m == 0 for _, c in num.terms):
+        return Bound(Affine({v: c // m for v, c in num.terms}, num.const // m), 1)
+    return Bound(num - (m - 1), m) if lower else Bound(num, m)
 
 
 def _quasi_range(ix, cons: ConstraintSet, name: str, k: int) -> tuple:

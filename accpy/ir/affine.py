@@ -244,6 +244,61 @@ def is_quasi_affine(e) -> bool:
     return False
 
 
+def quasi_linear(pairs) -> Optional[tuple]:
+    """`sum(k * e for e, k in pairs)` as (Affine part, {(x, m): [coefficient of x // m,
+    coefficient of x % m]}) for floor divisions and remainders of affine `x` by constants m > 0;
+    None when some part is neither."""
+    total = Affine.constant(0)
+    quasi: dict = {}
+
+    def add(e, k) -> bool:
+        nonlocal total
+        a = to_affine(e)
+        if a is not None:
+            total = total + a * k
+            return True
+        if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+            return add(e.value, k)
+        if isinstance(e, UnOp) and e.op == "neg":
+            return add(e.a, -k)
+        if not isinstance(e, BinOp):
+            return False
+        if e.op in ("add", "sub"):
+            return add(e.a, k) and add(e.b, k if e.op == "add" else -k)
+        if e.op == "mul":
+            ca, cb = as_int(e.a), as_int(e.b)
+            return add(e.b, k * ca) if ca is not None else cb is not None and add(e.a, k * cb)
+        if e.op in ("floordiv", "mod"):
+            m, x = as_int(e.b), to_affine(e.a)
+            if m is None or m <= 0 or x is None:
+                return False
+            quasi.setdefault((x, m), [0, 0])[0 if e.op == "floordiv" else 1] += k
+            return True
+        return False
+
+    for e, k in pairs:
+        if not add(e, k):
+            return None
+    return total, {key: ks for key, ks in quasi.items() if ks != [0, 0]}
+
+
+def combination_affine(pairs) -> Optional[Affine]:
+    """`sum(k * e for e, k in pairs)` as an Affine when it is affine once floor divisions and
+    remainders recombine: `m * (x // m) + (x % m) == x` for an affine `x` and a constant m > 0.
+    That is the flat offset of a subscript pair `[x // m, x % m]` in a dimension of extent m,
+    e.g. a flattened pixel index read from a block whose rows are m pixels wide. None if a
+    division or remainder is left over."""
+    parts = quasi_linear(pairs)
+    if parts is None:
+        return None
+    total, quasi = parts
+    for (x, m), (k_div, k_mod) in quasi.items():
+        if k_div != m * k_mod:
+            return None
+        total = total + x * k_mod
+    return total
+
+
 def floor_form(e) -> Optional[tuple]:
     """`e` as `floor(Y / d) + R` (Y, R affine, d >= 1), or None.
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ..ir.kinds import HostMemory
 from ..ir.affine import to_affine
-from ..ir.expr import Const, Load, Var, as_int
+from ..ir.expr import BinOp, Const, Load, Var, as_int
 from ..ir.stmt import For, Store
-from ..ir.visitor import Mutator, accesses
+from ..ir.visitor import Mutator, accesses, free_vars
 from ..targets.library import memory
 
 
@@ -126,12 +126,31 @@ def _coords(indices, ext):
 
 
 def _origin(indices, coords):
-    """lo_d when indices[d] == lo_d + coords[d] (lo_d free of the copy vars), else None."""
+    """lo_d when indices[d] == lo_d + coords[d] (lo_d free of the copy vars), else None. lo_d
+    need not be affine (a block whose first row is a division of the enclosing loops)."""
     vs = [c for c in coords if c is not None]
     out = []
     for ix, v in zip(indices, coords):
         a = to_affine(ix)
-        if a is None or any(a.coef(w) for w in vs if w is not v) or (v is not None and a.coef(v) != 1):
+        if a is None:
+            lo = _minus_var(ix, v)
+            if lo is None or free_vars(lo) & set(vs):
+                return None
+            out.append(lo)
+            continue
+        if any(a.coef(w) for w in vs if w is not v) or (v is not None and a.coef(v) != 1):
             return None
         out.append((a - to_affine(v)).to_expr() if v is not None else a.to_expr())
     return out
+
+
+def _minus_var(ix, v):
+    """`ix` without one added `v` (ix == lo + v, or v + lo; v None: ix itself), else None."""
+    if v is None:
+        return ix
+    if isinstance(ix, BinOp) and ix.op == "add":
+        if ix.b is v:
+            return ix.a
+        if ix.a is v:
+            return ix.b
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ...ir.affine import Affine, ceildiv, to_affine
+from ...ir.affine import Affine, ceildiv, combination_affine, to_affine
 from ...ir.expr import BinOp, Buffer, Const, Load, Var, as_int, idx_op
 from ...ir.stmt import For, block
 from ..library import Memory
@@ -55,20 +55,25 @@ class Layout:
         return list(reversed(out))
 
     def row_affine(self, indices, what: str) -> Affine:
-        """The row of the element at `indices` (cache coordinates; the last one a multiple of 16)."""
-        idx = [to_affine(x) for x in indices]
-        if any(a is None for a in idx):
-            raise ValueError(f"{what}: the subscripts {list(indices)} of {self.buffer.name} are not affine")
+        """The row of the element at `indices` (cache coordinates; the last one a multiple of 16).
+        The leading subscripts may be a flattened index's `[x // m, x % m]` over a dimension of
+        extent m (see ir.affine.combination_affine)."""
+        indices = list(indices)
         if len(self.shape) == 1:
-            idx = [Affine.constant(0)] + idx
-        last = idx[-1]
+            indices = [Const(0)] + indices
+        last = to_affine(indices[-1])
+        lead = combination_affine(zip(indices[:-1], self.row_strides()))
+        if last is None or lead is None:
+            raise ValueError(f"{what}: the subscripts {indices} of {self.buffer.name} are not affine")
+        return self.row_of(lead, last, what)
+
+    def row_of(self, lead: Affine, last: Affine, what: str) -> Affine:
+        """The row of the element whose leading subscripts are `lead` rows in and whose last one
+        (its column) is `last`, a multiple of 16."""
         if last.const % DIM or any(c % DIM for _, c in last.terms):
             raise ValueError(f"{what}: the tile starts at column {last.to_expr()} of {self.buffer.name}, which is "
                              f"not a multiple of {DIM}: Gemmini addresses whole rows of {DIM} elements")
-        row = Affine({v: c // DIM for v, c in last.terms}, last.const // DIM) * self.P + self.base
-        for a, s in zip(idx[:-1], self.row_strides()):
-            row = row + a * s
-        return row
+        return Affine({v: c // DIM for v, c in last.terms}, last.const // DIM) * self.P + self.base + lead
 
     def address(self, row: Affine, accumulate: bool = False, raw: bool = False):
         """The address operand of `row`: accumulator rows carry the accumulate / full-width flag bits."""

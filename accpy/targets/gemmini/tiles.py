@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir.affine import Affine, to_affine
+from ...ir.affine import Affine, combination_affine, to_affine
 from ...ir.expr import BinOp, Call, Cast, Const, Load, Var, as_int, idx_op
 from ...ir.stmt import If, block
+from ...ir.visitor import substitute
 from . import machine as gm
 from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_ACCUMULATED, COMPUTE_PRELOADED, CONFIG_EX, CONFIG_LD,
                          CONFIG_ST, DIM, END_CALL, F32, FENCE, I8, I32, MVIN, MVOUT, PRELOAD, SCRATCHPAD, call)
@@ -24,30 +25,32 @@ def _role_coef(a: Affine, v) -> int:
 
 def _tile_access(lay: Layout, indices, row_var, col_var, other, what: str, name: str):
     """(origin row, row stride) of a tile of `lay` whose rows move with `row_var` and columns with
-    `col_var` (both may be None: extent 1); `other` (the third role) must not appear."""
-    idx = [to_affine(x) for x in indices]
-    if any(a is None for a in idx):
-        raise ValueError(f"{what}: the subscripts of {name} are not affine")
+    `col_var` (both may be None: extent 1); `other` (the third role) must not appear. The rows
+    are those of the leading subscripts' flat offset, so a flattened index read as
+    `[x // m, x % m]` from a block m wide moves them by one (ir.affine.combination_affine)."""
+    indices = list(indices)
     if len(lay.shape) == 1:
-        idx = [Affine.constant(0)] + idx
-    if other is not None and any(a.coef(other) for a in idx):
+        indices = [Const(0)] + indices
+    last = to_affine(indices[-1])
+    lead = combination_affine(zip(indices[:-1], lay.row_strides()))
+    if last is None or lead is None:
+        raise ValueError(f"{what}: the subscripts of {name} are not affine (nor a flattened index [x // m, x % m] "
+                         f"read from a block whose rows are m wide and start where the loops reach without a "
+                         f"division, e.g. bands of whole image rows)")
+    if other is not None and (last.coef(other) or lead.coef(other)):
         raise ValueError(f"{what}: {name} depends on {other.name}, which it must not in a matmul tile")
-    last = idx[-1]
     if col_var is not None and last.coef(col_var) != 1:
         raise ValueError(f"{what}: the columns of {name} must be its last subscript with step 1 in "
                          f"{col_var.name}; got {last.to_expr()}")
-    if row_var is not None and any(a.coef(row_var) for a in [last]):
+    if row_var is not None and last.coef(row_var):
         raise ValueError(f"{what}: {name}'s last subscript (its columns) moves with {row_var.name}, its row index")
-    for a in idx[:-1]:
-        if col_var is not None and a.coef(col_var):
-            raise ValueError(f"{what}: {name}'s row subscripts move with {col_var.name}, its column index")
-    stride = sum(_role_coef(a, row_var) * s for a, s in zip(idx[:-1], lay.row_strides()))
+    if col_var is not None and lead.coef(col_var):
+        raise ValueError(f"{what}: {name}'s row subscripts move with {col_var.name}, its column index")
+    stride = _role_coef(lead, row_var)
     if row_var is not None and stride <= 0:
         raise ValueError(f"{what}: the rows of {name} do not move with {row_var.name}")
     zero = {v: Affine.constant(0) for v in (row_var, col_var) if v is not None}
-    origin = [a.subs(zero) for a in idx]
-    row = lay.row_affine([o.to_expr() for o in (origin if len(lay.shape) > 1 else origin[1:])], what)
-    return row, stride
+    return lay.row_of(lead.subs(zero), last.subs(zero), what), stride
 
 
 @dataclass
@@ -234,14 +237,25 @@ def match_epilogue(loops, store, roles, layouts, what: str):
     if dst.dtype is not want:
         raise ValueError(f"{what}: the mvout writes {want.name}; {dst.name} is {dst.dtype.name}")
     didx = [to_affine(x) for x in store.indices]
-    if any(a is None for a in didx) or (j is not None and didx[-1].coef(j) != 1):
+    last = didx[-1]
+    if last is None or (j is not None and last.coef(j) != 1) or (i is not None and last.coef(i)):
         raise ValueError(f"{what}: the columns of {dst.name} must be its last subscript with step 1")
     zero = {v: Affine.constant(0) for v in (i, j) if v is not None}
-    origin = tuple(a.subs(zero).to_expr() for a in didx)
-    dst_rows = [d for d, a in enumerate(didx[:-1]) if i is not None and a.coef(i)]
-    if i is not None and (len(dst_rows) != 1 or didx[dst_rows[0]].coef(i) != 1):
-        raise ValueError(f"{what}: the rows of {dst.name} must move one subscript with step 1")
-    stride_b = byte_stride(dst, dst_rows[0]) if dst_rows else Const(0)
+    if all(a is not None for a in didx):
+        origin = tuple(a.subs(zero).to_expr() for a in didx)
+        dst_rows = [d for d, a in enumerate(didx[:-1]) if i is not None and a.coef(i)]
+        if i is not None and (len(dst_rows) != 1 or didx[dst_rows[0]].coef(i) != 1):
+            raise ValueError(f"{what}: the rows of {dst.name} must move one subscript with step 1")
+        stride_b = byte_stride(dst, dst_rows[0]) if dst_rows else Const(0)
+    else:
+        # rows of a flattened index written as [x // m, x % m]: their flat offset in the array
+        # must move by a constant number of elements per row
+        strides = [as_int(st) for st in dst.strides]
+        flat = None if None in strides else combination_affine(zip(store.indices, strides))
+        if flat is None or (j is not None and flat.coef(j) != 1) or (i is not None and flat.coef(i) <= 0):
+            raise ValueError(f"{what}: the rows of {dst.name} are not at a constant distance in memory")
+        origin = tuple(substitute(x, {v: Const(0) for v in zero}) for x in store.indices)
+        stride_b = Const(flat.coef(i) * (dst.dtype.bits // 8)) if i is not None else Const(0)
     ti = ext[i] if i is not None else Const(1)
     tj = ext[j] if j is not None else Const(1)
     cfg = call(CONFIG_ST, stride_b, act, scale if scale is not None else Const(1.0, F32))
