@@ -52,7 +52,7 @@ def blocks_for(H: int, W: int, C: int, K: int) -> tuple:
         raise ValueError(f"W: an output row of {W} pixels does not fit Gemmini's accumulator; tile the width")
     step = W * DIM // gcd(W, DIM)  # whole output rows and whole pixel tiles
     step = step if step <= cap else W
-    Pb = min(max(step, cap // step * step), -(-H * W // step) * step)
+    Pb = min(max(step, cap // step * step), H * W)  # (H * W: one band, whole rows too)
     while Pb > step and Pb * ct + C * Kb // DIM > SP_ROWS:
         Pb -= step
     return Pb, Kb
@@ -172,13 +172,51 @@ def run(H, W, C, K, relu=True, naive=False, seed=0, output_dir=None, quiet=False
     return counters
 
 
+def conv_variant(H: int, W: int, C: int, K: int, Pb: int, Kb: int):
+    """(plan, args) of the scheduled conv with bands of Pb pixels and blocks of Kb channels."""
+    return conv_plan(H, W, C, K, blocks=(Pb, Kb))
+
+
+def tune_grid(H: int, W: int, C: int, K: int) -> list:
+    """Bands of whole image rows (multiples of W; the formula's multiples of 16 among them) x
+    channel blocks of 16..128 that fit the accumulator."""
+    out = []
+    for Kb in range(DIM, min(-(-K // DIM) * DIM, 128) + 1, DIM):
+        cap = ACC_ROWS * DIM // Kb
+        for Pb in range(W, min(cap, H * W) + 1, W):
+            if Pb * (-(-C // DIM)) + C * Kb // DIM <= SP_ROWS:
+                out.append({"Pb": Pb, "Kb": Kb})
+    return out
+
+
+def tune(H: int, W: int, C: int, K: int, results_file=None):
+    """The blocks with the fewest cycles on the model (acc.tune, objective "gemmini_cycles"),
+    next to blocks_for's choice."""
+    import functools
+
+    Pb, Kb = blocks_for(H, W, C, K)
+    r = acc.tune(functools.partial(conv_variant, H, W, C, K), grid=tune_grid(H, W, C, K),
+                 objective="gemmini_cycles", label=f"gemmini_conv {H}x{W}x{C}x{K}", results_file=results_file,
+                 baseline={"Pb": Pb, "Kb": Kb})
+    base = next(v for v in r.variants if v.values == {"Pb": Pb, "Kb": Kb})
+    print(f"conv 3x3 {H}x{W}, {C} -> {K}: {len(r.variants)} variants on the model")
+    print(f"  formula Pb={Pb} Kb={Kb}: {base.value:.0f} cycles, utilization {base.details['utilization']:.3f}")
+    print(f"  best    Pb={r.best.values['Pb']} Kb={r.best.values['Kb']}: {r.best.value:.0f} cycles, "
+          f"utilization {r.best.details['utilization']:.3f}")
+    return r
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", default="28x28x64x64", help="HxWxCxK: output height, width, in and out channels")
     p.add_argument("--no-relu", action="store_true")
     p.add_argument("--naive", action="store_true", help="the schedule without reuse, for comparison")
+    p.add_argument("--tune", action="store_true", help="measure every band / channel block on the model (cycles)")
     a = p.parse_args(argv)
     H, W, C, K = (int(v) for v in a.shape.lower().split("x"))
+    if a.tune:
+        tune(H, W, C, K)
+        return
     run(H, W, C, K, relu=not a.no_relu, naive=a.naive)
 
 

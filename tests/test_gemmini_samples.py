@@ -30,6 +30,11 @@ def test_gemmini_conv_sample(args):
     assert "equals numpy bit for bit" in out and "utilization" in out
 
 
+def test_gemmini_conv_sample_tunes_its_blocks_on_cycles():
+    out = run("samples/gemmini_conv.py", "--shape", "4x14x16x32", "--tune")
+    assert "8 variants on the model" in out and "formula Pb=56 Kb=32" in out and "best    Pb=" in out
+
+
 def test_gemmini_benchmark_lines():
     out = run("benchmarks/gemmini.py", "--only", "matmul", "--shapes", "256x128x64")
     lines = [json.loads(x) for x in out.splitlines()]
