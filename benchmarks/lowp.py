@@ -93,6 +93,11 @@ int vector_peak(long iters, int bf16) {
 """
 
 
+def _sig(v: float, digits: int = 4) -> float:
+    """`v` to `digits` significant digits."""
+    return float(f"{v:.{digits}g}")
+
+
 def _peak_library(out_dir: Path):
     src, lib = out_dir / "lowp_peak.c", out_dir / "liblowp_peak.so"
     if not lib.exists():
@@ -224,9 +229,10 @@ def measure(a, mkl, rng, out_dir, host, make, path, dtype, shape, threads, peak)
     ops = 2.0 * M * N * K
     t_accpy = median_seconds(lambda: fn(x, y, c), repeat=a.repeat)
     t_mkl = median_seconds(ref, repeat=a.repeat)
+    # (significant digits: a tiny shape on a busy machine must not round to 0)
     row = {"kernel": "matmul", "dtype": dtype, "path": path, "shape": [M, N, K], "threads": threads,
-           "accpy_gops": round(ops / t_accpy / 1e9, 1), "mkl_gops": round(ops / t_mkl / 1e9, 1),
-           "ratio": round(t_mkl / t_accpy, 3), "peak_fraction": round(ops / t_accpy / 1e9 / (peak * threads), 3)}
+           "accpy_gops": _sig(ops / t_accpy / 1e9), "mkl_gops": _sig(ops / t_mkl / 1e9),
+           "ratio": round(t_mkl / t_accpy, 3), "peak_fraction": _sig(ops / t_accpy / 1e9 / (peak * threads))}
     if a.sgemm:
         from optimized_matmul import matmul_plan
 
