@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402
 from optimized_matmul import block_sizes, matmul_plan  # noqa: E402
 
-MICRO_TILES = ((6, 64), (4, 64), (8, 32), (12, 32))  # MR x NR: MR * NR / 16 accumulators fit 32 zmm registers
+MICRO_TILES = ((6, 64), (4, 64), (8, 48), (8, 32), (12, 32))  # MR x NR: MR * NR / 16 accumulators fit 32 zmm registers
 
 
 def sgemm_variant(M: int, N: int, K: int, threads: int, NC: int, KC: int, MC: int, MR: int, NR: int,
@@ -34,7 +34,7 @@ def sgemm_variant(M: int, N: int, K: int, threads: int, NC: int, KC: int, MC: in
     sizes = dict(NC=NC, KC=KC, MC=MC, MR=MR, NR=NR, pack_a=pack_a)
     plan, args = matmul_plan(M, N, K, threads=1, sizes=sizes)
     if threads > 1:
-        j, _k, i = plan.schedule.get_indices()[:3]  # the order is (j, k, i, jj, ii, kk, iii, jjj)
+        j, _k, i = plan.schedule.get_indices()[:3]  # the order is (j, k, i, ii, jj, kk, iii, jjj)
         plan.parallelize(j if par == "j" else i, policy=policy, max_threads=threads)
     return plan, args
 
