@@ -39,14 +39,34 @@ def block_sizes(target, M, N, K, threads):
     NC = max(NR, min(4 * NR, (3 * l2 // 4 // (4 * KC)) // NR * NR))
     MC = 16 * MR
     if threads > 1 and N >= 2 * NR * threads:
-        # the threads take contiguous runs of NC blocks: pick the NC (a multiple of NR, at
-        # most the cache-sized one) whose busiest thread has the fewest columns
-        def busiest(nc):
-            blocks = -(-N // nc)
-            return min(N, -(-blocks // threads) * nc)
-
-        NC = min(range(NR, NC + 1, NR), key=lambda nc: (busiest(nc), -nc))
+        NC = _balanced_nc(N, NC, NR, threads, lanes)
     return dict(NC=NC, KC=KC, MC=MC, NR=NR, MR=MR, pack_a=False)
+
+
+def _balanced_nc(N: int, nc_max: int, NR: int, threads: int, lanes: int) -> int:
+    """The NC whose busiest thread has the least work when the threads take contiguous runs of
+    the N / NC column blocks (OpenMP's static schedule). Work is counted in NR-wide panels; a
+    block's narrower tail panel costs its vectors' share of a panel and a little more. The
+    candidates: multiples of NR up to the cache-sized NC, and N split evenly between the threads
+    (e.g. 513 columns on 2 threads: blocks of 257, 4 panels and a 1-column tail each, instead of
+    blocks of 64 shared 5 to 4)."""
+    def cost(width):
+        tail = width % NR
+        return width // NR + (-(-tail // lanes) / (NR // lanes) + 0.1 if tail else 0.0)
+
+    def busiest(nc):
+        widths = [min(nc, N - b * nc) for b in range(-(-N // nc))]
+        q, r = divmod(len(widths), threads)
+        runs, start = [], 0
+        for t in range(threads):
+            n = q + (1 if t < r else 0)
+            runs.append(sum(cost(w) for w in widths[start:start + n]))
+            start += n
+        return max(runs)
+
+    even = {-(-N // (threads * m)) for m in (1, 2, 3, 4)}
+    candidates = set(range(NR, nc_max + 1, NR)) | {nc for nc in even if NR <= nc <= nc_max + NR}
+    return min(sorted(candidates), key=lambda nc: (busiest(nc), -nc))
 
 
 def matmul_plan(M, N, K, threads=1, target=None, sizes=None):

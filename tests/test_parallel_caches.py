@@ -136,3 +136,29 @@ def test_heap_caches_are_allocated_once_per_thread(tmp_path):
         c = np.zeros((M, N), np.float32)
         fn(a, b, c)
         np.testing.assert_array_equal(c, a @ b)
+
+
+def test_the_sgemm_sample_splits_odd_widths_evenly_between_threads(tmp_path):
+    """513 columns on 2 threads: blocks of 257 (4 panels of 64 and a 1-column tail each), not
+    blocks of 64 shared 5 to 4; the kernel with its tails computes the product exactly."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    try:
+        from optimized_matmul import block_sizes, matmul_plan
+    finally:
+        sys.path.pop(0)
+    if acc.Target.HOST.vector_bytes != 64:
+        pytest.skip("the panel widths asserted are AVX-512's (64 columns)")
+    M, N, K = 61, 513, 37
+    assert block_sizes(acc.Target.HOST, M, N, K, 2)["NC"] == 257
+    assert block_sizes(acc.Target.HOST, M, 2048, K, 2)["NC"] % 64 == 0  # even widths keep whole panels
+    plan, args = matmul_plan(M, N, K, threads=2)
+    fn, _ = _build(plan, args, tmp_path, "odd")
+    rng = np.random.default_rng(5)
+    a = rng.integers(-4, 5, (M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, (K, N)).astype(np.float32)
+    c = np.zeros((M, N), np.float32)
+    fn(a, b, c)
+    np.testing.assert_array_equal(c, a @ b)
