@@ -106,7 +106,9 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     s.reorder(j, i, j1, k, i2, j2, ii, jj, kk)
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
-    packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI)  # once per NC block
+    # once per NC block, filled before the i loop (trigger j): the loop over i splits into the
+    # full row blocks and the last partial one, which then share one fill
+    packed = plan.cache(B, index=i, trigger_index=j, layout=acc.Array.Layout.VNNI)
     plan.cache(C, index=k, location=tile)  # the accumulators stay in their tiles across k
     plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)
