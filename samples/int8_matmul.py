@@ -106,9 +106,12 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     s.reorder(j, i, j1, k, i2, j2, ii, jj, kk)
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
-    # once per NC block, filled before the i loop (trigger j): the loop over i splits into the
-    # full row blocks and the last partial one, which then share one fill
-    packed = plan.cache(B, index=i, trigger_index=j, layout=acc.Array.Layout.VNNI)
+    # once per NC block. With one block (NC >= N) it is filled before the j loop (trigger j): the
+    # loop over i splits into the full row blocks and the last partial one, and each piece would
+    # fill its own copy (measured: 1000^3 int8 at 89% of 1008^3's rate, 93-99% with one fill).
+    # With several blocks a trigger at j would pack all of B before the loop (outside a parallel
+    # j loop: serially), so there the fill stays at i.
+    packed = plan.cache(B, index=i, trigger_index=j if sz["NC"] >= N else None, layout=acc.Array.Layout.VNNI)
     plan.cache(C, index=k, location=tile)  # the accumulators stay in their tiles across k
     plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)
