@@ -106,12 +106,7 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     s.reorder(j, i, j1, k, i2, j2, ii, jj, kk)
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
-    # once per NC block. With one block (NC >= N) it is filled before the j loop (trigger j): the
-    # loop over i splits into the full row blocks and the last partial one, and each piece would
-    # fill its own copy (measured: 1000^3 int8 at 89% of 1008^3's rate, 93-99% with one fill).
-    # With several blocks a trigger at j would pack all of B before the loop (outside a parallel
-    # j loop: serially), so there the fill stays at i.
-    packed = plan.cache(B, index=i, trigger_index=j if sz["NC"] >= N else None, layout=acc.Array.Layout.VNNI)
+    packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI)  # once per NC block
     plan.cache(C, index=k, location=tile)  # the accumulators stay in their tiles across k
     plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)
@@ -225,15 +220,21 @@ def reference(a, b, scale, bias, relu=True):
     return np.maximum(y, 0).astype(np.int8) if relu else y
 
 
+def with_epilogue(name: str, product, product_args, rows: int, cols: int, relu: bool, output_dir=None):
+    """A package of the int32 product (function `name`) and the quantizing epilogue over its
+    rows x cols result (function `quantize`), built."""
+    q, q_args = quantize_plan(rows, cols, relu)
+    pkg = acc.Package()
+    pkg.add(product, args=product_args, base_name=name)
+    pkg.add(q, args=q_args, base_name="quantize")
+    out = output_dir or tempfile.mkdtemp(prefix=f"accpy_{name}_")
+    return pkg.build(name, output_dir=out, python_module=False, progress=False)
+
+
 def build(M, N, K, threads=1, relu=True, output_dir=None, path=None):
     """The package's two functions, and `run(a, b, bias, scale) -> int8 result`."""
     mm, mm_args = matmul_plan(M, N, K, "int8", threads, path)
-    q, q_args = quantize_plan(M, N, relu)
-    pkg = acc.Package()
-    pkg.add(mm, args=mm_args, base_name="matmul_i8")
-    pkg.add(q, args=q_args, base_name="quantize")
-    out = output_dir or tempfile.mkdtemp(prefix="accpy_int8_")
-    lib = pkg.build("int8_matmul", output_dir=out, python_module=False, progress=False)
+    lib = with_epilogue("matmul_i8", mm, mm_args, M, N, relu, output_dir)
 
     def run(a, b, bias, scale):
         c = np.zeros((M, N), np.int32)

@@ -1059,7 +1059,8 @@ def test_multicache_is_filled_at_its_trigger():
     ("A", "i", False),   # two whole rows of A (FIRST_MAJOR): one contiguous run
     ("A", "jj", False),  # one element of A per key-slice of jj
     ("A", "ii", True),   # a column of two elements
-    ("C", "j", True),    # two rows x 4 columns of C: not contiguous
+    ("C", "k", True),    # two rows x 4 columns of C: not contiguous
+    ("C", "j", False),   # the pieces of j (full tiles and the tail) together: two whole rows of C
     ("B", "k", True),    # 5 rows x 4 columns of B
 ])
 def test_thrifty_cache_of_a_contiguous_block_is_not_made(arr, ix, copied):

@@ -419,9 +419,10 @@ def prod(xs) -> int:
     return p
 
 
-def site_footprints(stmt, var, buf, symbols, enclosing=()) -> list:
-    """The block of `buf` at every loop over `var` (the cache's sites)."""
-    blocks = [footprint(f, enc, buf, symbols) for f, enc in loops_with_context(stmt, var, enclosing)]
+def site_footprints(stmt, var, buf, symbols, enclosing=(), group_pieces: bool = False) -> list:
+    """The block of `buf` at every loop over `var` (the cache's sites; with `group_pieces`, the
+    consecutive pieces unswitching cut one loop into are one site)."""
+    blocks = [footprint(f, enc, buf, symbols) for f, enc in loops_with_context(stmt, var, enclosing, group_pieces)]
     return [b for b in blocks if b is not None]
 
 

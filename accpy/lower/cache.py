@@ -178,7 +178,8 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
                             f"host memory (no trigger, no target memory)")
     if info.memory is not None:
         return _apply_target(stmt, info, symbols)
-    blocks = site_footprints(stmt, info.site_var, info.source, symbols)
+    one_slice = info.trigger_var is None and not info.deferred  # site loop pieces: one block (_Rewrite)
+    blocks = site_footprints(stmt, info.site_var, info.source, symbols, group_pieces=one_slice)
     if not blocks:
         return stmt
     if info.deferred:
@@ -318,15 +319,14 @@ def _loops_between(stmt, outer: Var, inner: Var) -> list:
 
 class _Rewrite(Mutator):
     def __init__(self, info: _CacheInfo, symbols):
-        self.info = info
-        self.symbols = symbols
-        self.enclosing: list = []
+        self.info, self.symbols, self.enclosing = info, symbols, []
 
     def visit_Block(self, b: Block):
         info = self.info
-        if info.memory is None:
+        if info.trigger_var is not None or info.deferred:
             return self.generic_visit(b)
-        # a target-memory cache: consecutive pieces of the site loop form one key-slice
+        # the pieces unswitching cut the site loop into (full and partial row blocks, a fused
+        # schedule's f): one key-slice, filled before the first, written after the last
         out = []
         for x in site_runs(b.stmts, info.site_var):
             if not isinstance(x, list):
