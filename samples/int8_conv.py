@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402
-from int8_matmul import default_path, describe_path, quantize_plan, tile_target  # noqa: E402
+from int8_matmul import default_path, describe_path, tile_target, with_epilogue  # noqa: E402
 
 S = acc.ScalarType
 KH = KW = 3
@@ -137,12 +137,7 @@ def build(H, W, C, K, threads=1, relu=True, output_dir=None, path=None):
     path = path or default_path("int8")
     make = tile_conv_plan if path == "amx" else vector_conv_plan
     conv, conv_args = make(H, W, C, K, threads)
-    q, q_args = quantize_plan(H * W, K, relu)
-    pkg = acc.Package()
-    pkg.add(conv, args=conv_args, base_name="conv_i8")
-    pkg.add(q, args=q_args, base_name="quantize")
-    out = output_dir or tempfile.mkdtemp(prefix="accpy_int8_conv_")
-    lib = pkg.build("int8_conv", output_dir=out, python_module=False, progress=False)
+    lib = with_epilogue("conv_i8", conv, conv_args, H * W, K, relu, output_dir)
 
     def run(x, wt, bias, scale):
         c = np.zeros((H, W, K), np.int32)

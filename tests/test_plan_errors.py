@@ -6,11 +6,17 @@ lowered loops (non-contiguous vector accesses, races, budgets nothing fits) rais
 A rejected call leaves the plan as it was."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import accpy as acc
 from accpy.plan.cache import MemorySpace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi.kernels import stencil_nest  # noqa: E402
 
 I32, F32 = acc.ScalarType.int32, acc.ScalarType.float32
 FM, LM = acc.Array.Layout.FIRST_MAJOR, acc.Array.Layout.LAST_MAJOR
@@ -594,15 +600,7 @@ def test_cache_blocks_written_back_by_two_threads_are_refused():
     """A skewed stencil whose cache of Y at t holds a 5-element hull per iteration of ii: two
     iterations of the parallel ii would each store their whole block, elements the other one
     wrote included (found by accpy.testing's plans). Refused by whichever call comes second."""
-    n = 16
-    X = acc.Array(role=acc.Role.INPUT, shape=(n + 2,), name="X")
-    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n,), name="Y")
-    nest = acc.Nest(shape=(n, 3))
-    i, t = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        Y[i] += X[i + t] * 0.5
+    nest, (X, Y), (i, t) = stencil_nest(16)
 
     def schedule():
         s = nest.create_schedule()

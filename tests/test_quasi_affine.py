@@ -6,10 +6,16 @@ operands too; caches bound such subscripts by their range over the cache's block
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import accpy as acc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi import kernels as K  # noqa: E402
 
 F32 = acc.ScalarType.float32
 
@@ -190,39 +196,19 @@ def test_flattened_subscripts_recombine():
     assert affine.coef(k) == 1 and list(quasi.values()) == [[1, 0]]
 
 
-def _flat_conv(H, W, band, cache=True):
-    """Out[p] = sum In[p // W + ky, p % W + kx] over a 3 x 3 window, output pixels p = y * W + x
-    in bands of `band`, In cached per (ky, kx) (its block: the band's input rows)."""
-    In = acc.Array(role=acc.Role.INPUT, shape=(H + 2, W + 2), name="In")
-    Out = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(H * W,), name="Out")
-    n = acc.Nest(shape=(H * W, 3, 3))
-    p, ky, kx = n.get_indices()
-
-    @n.iteration_logic
-    def _():
-        Out[p] += In[p // W + ky, p % W + kx]
-
-    s = n.create_schedule()
-    pp = s.split(p, band)
-    s.reorder(p, ky, kx, pp)
-    plan = s.create_plan()
-    if cache:
-        plan.cache(In, index=pp)
-    return plan, (In, Out)
-
-
 @pytest.mark.parametrize("H, W, band", [(6, 14, 28), (6, 14, 42), (5, 9, 16), (7, 5, 3), (4, 6, 24)])
 def test_cache_of_a_flattened_pixel_band(tmp_path, H, W, band):
     """The block of In[p // W + ky, p % W + kx] over a band of pixels: its rows are bounded in the
     band's first and last pixel (exact when the band is whole output rows), its columns W wide;
     the results are the window sums."""
-    plan, args = _flat_conv(H, W, band)
-    a = np.random.default_rng(2).random((H + 2, W + 2), np.float32)
-    out = np.zeros(H * W, np.float32)
-    _run(plan, args, tmp_path, [a, out])
-    want = sum(a[ky:ky + H, kx:kx + W] for ky in range(3) for kx in range(3)).reshape(-1)
-    np.testing.assert_allclose(out, want, rtol=1e-6)
     import re
+
+    k = K.make_flattened_band(H, W, band)
+    v = k.inputs(np.random.default_rng(2))
+    want = k.oracle(v)["Out"]
+    a, out = v["In"], v["Out"].copy()
+    _run(k.source, k.args, tmp_path, [a, out])
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
 
     declared = int(re.search(r"float In_cache\[(\d+)\]", (tmp_path / "q.c").read_text()).group(1))
     rows = declared // 16  # (a row of W <= 16 floats is padded to 16)

@@ -152,39 +152,11 @@ def test_sample_kernels_are_memory_safe(tmp_path, monkeypatch):
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _sample_kernels())
 
 
-def _flattened_band_kernel(H, W, band, base_name):
-    """Out[p] += In[p // W + ky, p % W + kx] over bands of pixels, In cached per (ky, kx): the
-    block's rows are bounded in the band (floor divisions; clamped at the array's ends)."""
-    In = acc.Array(role=acc.Role.INPUT, shape=(H + 2, W + 2), name="In")
-    Out = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(H * W,), name="Out")
-    n = acc.Nest(shape=(H * W, 3, 3))
-    p, ky, kx = n.get_indices()
-
-    @n.iteration_logic
-    def _():
-        Out[p] += In[p // W + ky, p % W + kx]
-
-    s = n.create_schedule()
-    pp = s.split(p, band)
-    s.reorder(p, ky, kx, pp)
-    plan = s.create_plan()
-    plan.cache(In, index=pp)
-
-    def inputs(rng):
-        return {"In": K._rand(rng, (H + 2, W + 2), "float32"), "Out": K._rand(rng, (H * W,), "float32")}
-
-    def oracle(v):
-        a = v["In"]
-        return {"Out": v["Out"] + sum(a[y:y + H, x:x + W] for y in range(3) for x in range(3)).reshape(-1)}
-
-    return K.Kernel(plan, (In, Out), base_name, inputs=inputs, oracle=oracle)
-
-
 def test_flattened_pixel_caches_are_memory_safe(tmp_path, monkeypatch):
     # bands of whole image rows (exact blocks) and bands that start inside a row (fractional bounds)
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
-    kernels = [_flattened_band_kernel(6, 14, 28, "band_rows"), _flattened_band_kernel(5, 9, 16, "band_16"),
-               _flattened_band_kernel(7, 5, 3, "band_3"), _flattened_band_kernel(4, 6, 40, "band_past_end")]
+    kernels = [K.make_flattened_band(6, 14, 28, "band_rows"), K.make_flattened_band(5, 9, 16, "band_16"),
+               K.make_flattened_band(7, 5, 3, "band_3"), K.make_flattened_band(4, 6, 40, "band_past_end")]
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, kernels)
 
 

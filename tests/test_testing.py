@@ -1,12 +1,18 @@
 """accpy.testing: strategies of schedules, plans and data, and the equivalence assertions."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import accpy as acc
 import accpy.testing as at
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi.kernels import stencil_nest  # noqa: E402
 
 FAST = settings(deadline=None, max_examples=8, database=None, suppress_health_check=list(HealthCheck))
 
@@ -25,21 +31,8 @@ def _matmul(n=8, dtype=acc.ScalarType.float32):
     return nest, (A, B, C)
 
 
-def _stencil(n=16):
-    X = acc.Array(role=acc.Role.INPUT, shape=(n + 2,), name="X")
-    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n,), name="Y")
-    nest = acc.Nest(shape=(n, 3))
-    i, t = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        Y[i] += X[i + t] * 0.5
-
-    return nest, (X, Y)
-
-
 NEST, ARGS = _matmul()
-STENCIL, STENCIL_ARGS = _stencil()
+STENCIL, STENCIL_ARGS, _ = stencil_nest()
 
 
 @given(schedule=at.schedules(NEST), data=at.arrays(ARGS))

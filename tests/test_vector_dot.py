@@ -6,10 +6,16 @@ that are no multiple of the group (a partial group reads the missing elements as
 pattern does not hold (int8 x int8, B not in VNNI order) the loop is still right, without them."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import accpy as acc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 S = acc.ScalarType
 HOST = acc.Target.HOST
@@ -22,16 +28,7 @@ needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX-512 BF
 def _matmul(M, N, K, types, packed=True, kc=16, mr=3, nr=32):
     ta, tb, tc = types
     group = 4 if ta.bits == 8 else 2
-    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
-
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, ta, tb, tc)
     s = nest.create_schedule()
     jj = s.split(j, nr)
     kk = s.split(k, kc)

@@ -5,6 +5,9 @@ a partial last group, caches of panels (multicaches) and host code reading the c
 and the errors for what the layout cannot be."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,22 +16,15 @@ from accpy.ir.affine import element_offset
 from accpy.ir.expr import Buffer, Const, Var, idx_op
 from accpy.testing import assert_matches_reference
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi.kernels import mixed_matmul_nest  # noqa: E402
+
 S = acc.ScalarType
 VNNI = acc.Array.Layout.VNNI
 
 
 def _matmul(M, N, K, ta, tc):
-    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
-
-    return nest, (A, B, C), (i, j, k)
+    return mixed_matmul_nest(M, N, K, ta, ta, tc)
 
 
 def test_element_offset_of_a_grouped_buffer():
@@ -126,8 +122,6 @@ def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape)
     ones included, is one load straight from the cache (no scratch block); exact (int8) or within
     bf16 rounding against numpy on the functional model."""
     import re
-    import sys
-    from pathlib import Path
 
     from accpy.targets import x86tile
 

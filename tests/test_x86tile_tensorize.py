@@ -4,12 +4,18 @@ functional model always, on the CPU's own AMX where this process may use it (els
 why); and the errors that name what did not match."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import accpy as acc
 from accpy.nest.reference import evaluate
 from accpy.targets import x86tile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 S = acc.ScalarType
 TILE = acc.MemorySpace.AMX_TILE
@@ -21,20 +27,6 @@ def _targets():
     why = "" if all(host.has(f) for f in ("amx_tile", "amx_int8", "amx_bf16")) else "this CPU has no AMX"
     out.append(pytest.param(host, id="amx", marks=pytest.mark.skipif(bool(why), reason=why or "-")))
     return out
-
-
-def _matmul(M, N, K, ta, tb, tc, cast_to):
-    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], cast_to) * acc.cast(B[k, j], cast_to)
-
-    return nest, (A, B, C), (i, j, k)
 
 
 def _tile_plan(nest, args, idx, target, kdepth=64, c_across_k=False):
@@ -66,7 +58,7 @@ def _run(plan, args, data, tmp_path, name):
 def test_int8_matmul_on_tiles_is_exact(target, ta, tb, shape, c_across_k, tmp_path):
     """(C across k: the accumulator tile is loaded before the k loop and stored after it.)"""
     M, N, K = shape
-    nest, args, idx = _matmul(M, N, K, ta, tb, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(M, N, K, ta, tb, S.int32, S.int32)
     plan = _tile_plan(nest, args, idx, target, c_across_k=c_across_k)
     rng = np.random.default_rng(M * N + K)
     a = rng.integers(np.iinfo(ta.dtype).min, np.iinfo(ta.dtype).max + 1, (M, K)).astype(ta.dtype)
@@ -86,7 +78,7 @@ def test_bf16_matmul_on_tiles_matches_the_instruction(target, shape, tmp_path):
     from accpy.targets.x86tile import machine as mc
 
     M, N, K = shape
-    nest, args, idx = _matmul(M, N, K, S.bfloat16, S.bfloat16, S.float32, S.float32)
+    nest, args, idx = mixed_matmul_nest(M, N, K, S.bfloat16, S.bfloat16, S.float32, S.float32)
     plan = _tile_plan(nest, args, idx, target, kdepth=32)
     rng = np.random.default_rng(K)
     a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
@@ -115,7 +107,7 @@ def test_bf16_matmul_on_tiles_matches_the_instruction(target, shape, tmp_path):
 
 def test_tensorize_says_what_did_not_match():
     target = x86tile.emulating(acc.Target.HOST)
-    nest, args, idx = _matmul(32, 32, 64, S.float32, S.float32, S.float32, S.float32)
+    nest, args, idx = mixed_matmul_nest(32, 32, 64, S.float32, S.float32, S.float32, S.float32)
     i, j, k = idx
     s = nest.create_schedule()
     ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64)
@@ -126,7 +118,7 @@ def test_tensorize_says_what_did_not_match():
     with pytest.raises(ValueError, match="no intrinsic 'amx.fp8'"):
         p.tensorize(indices=(ii, jj, kk), intrinsic="amx.fp8")
 
-    nest, args, idx = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
     i, j, k = idx
     s = nest.create_schedule()
     ii, jj, kk = s.split(i, 16), s.split(j, 32), s.split(k, 64)
@@ -135,9 +127,9 @@ def test_tensorize_says_what_did_not_match():
         s.create_plan(target).tensorize(indices=(ii, jj, kk))
 
     # an operand not in a tile register
-    p = _tile_plan(*_matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32), target)
-    A, B, C = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)[1]
-    nest, args, idx = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    p = _tile_plan(*mixed_matmul_nest(32, 32, 64, S.uint8, S.int8, S.int32, S.int32), target)
+    A, B, C = mixed_matmul_nest(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)[1]
+    nest, args, idx = mixed_matmul_nest(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
     i, j, k = idx
     s = nest.create_schedule()
     ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 64)
@@ -152,7 +144,7 @@ def test_tensorize_says_what_did_not_match():
 
 def test_a_cpu_without_amx_gets_a_clear_error_at_plan_time():
     plain = acc.Target("Intel 7900X")  # AVX-512 without AMX
-    nest, args, idx = _matmul(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(32, 32, 64, S.uint8, S.int8, S.int32, S.int32)
     i, j, k = idx
     s = nest.create_schedule()
     ii = s.split(i, 16)
@@ -169,9 +161,6 @@ def test_lowp_benchmark_runs(tmp_path):
     import json
     import os
     import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(root))
     p = subprocess.run([sys.executable, str(root / "benchmarks" / "lowp.py"), "--sizes", "64,40x24x70", "--repeat",
@@ -233,7 +222,7 @@ def test_register_blocked_tiles_with_packed_b_are_exact(target, grid, NC, shape,
     order and loaded straight into tiles, and parallel plans whose threads each configure their
     own tiles: exact against numpy on every shape, tails included."""
     M, N, K = shape
-    nest, args, idx = _matmul(M, N, K, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(M, N, K, S.uint8, S.int8, S.int32, S.int32)
     plan = _blocked_plan(nest, args, idx, target, *grid, NC, threads=threads)
     rng = np.random.default_rng(M + N + K)
     a = rng.integers(0, 256, (M, K)).astype(np.uint8)
@@ -246,7 +235,7 @@ def test_register_blocked_tiles_with_packed_b_are_exact(target, grid, NC, shape,
 @pytest.mark.parametrize("target", _targets())
 def test_register_blocked_bf16_tiles_are_close(target, tmp_path):
     M, N, K = 48, 80, 100
-    nest, args, idx = _matmul(M, N, K, S.bfloat16, S.bfloat16, S.float32, S.float32)
+    nest, args, idx = mixed_matmul_nest(M, N, K, S.bfloat16, S.bfloat16, S.float32, S.float32)
     plan = _blocked_plan(nest, args, idx, target, 1, 2, 64, kdepth=32, threads=2)
     rng = np.random.default_rng(5)
     a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
@@ -261,7 +250,7 @@ def test_the_packed_b_cache_is_loaded_into_tiles_directly():
     """A full B tile from the VNNI-ordered cache is one tile load at the cache's group-row stride (no
     per-tile packing); the tiles of the grid have constant numbers."""
     target = x86tile.emulating(acc.Target.HOST)
-    nest, args, idx = _matmul(64, 128, 128, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(64, 128, 128, S.uint8, S.int8, S.int32, S.int32)
     code = _blocked_plan(nest, args, idx, target, 2, 2, 64).emit_c()
     assert "accpy_amx_emu_loadd(6, &B_cache[4096*k + 128*j1], 256);" in code
     assert "accpy_amx_emu_loadd(7, &B_cache[4096*k + 128*j1 + 64], 256);" in code
@@ -273,7 +262,7 @@ def test_the_packed_b_cache_is_loaded_into_tiles_directly():
 
 def test_grid_loops_must_be_unrolled():
     target = x86tile.emulating(acc.Target.HOST)
-    nest, args, idx = _matmul(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
     plan = _blocked_plan(nest, args, idx, target, 2, 2, 64, unroll=False)
     with pytest.raises(ValueError, match=r"tile register is chosen by the loop\(s\) i2, j2 .* unroll them"):
         plan.emit_c()
@@ -281,7 +270,7 @@ def test_grid_loops_must_be_unrolled():
 
 def test_too_many_tiles_is_a_clear_error():
     target = x86tile.emulating(acc.Target.HOST)
-    nest, args, idx = _matmul(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
     plan = _blocked_plan(nest, args, idx, target, 2, 3, 96)
     with pytest.raises(ValueError, match="1 x 3 tiles of 64 x 16, but only 0 of the 8 tile registers are left"):
         plan.emit_c()
@@ -291,7 +280,7 @@ def test_parallel_tile_work_outside_the_parallel_loops_is_refused():
     """Tiles are per thread: each iteration of the parallel loop configures them; a tile cache
     filled outside the parallel loop would run on unconfigured tiles, so it is refused."""
     target = x86tile.emulating(acc.Target.HOST)
-    nest, args, idx = _matmul(64, 32, 64, S.uint8, S.int8, S.int32, S.int32)
+    nest, args, idx = mixed_matmul_nest(64, 32, 64, S.uint8, S.int8, S.int32, S.int32)
     i, j, k = idx
     A, B, C = args
     s = nest.create_schedule()
@@ -314,9 +303,6 @@ def test_implicit_gemm_conv(tmp_path, target, threads):
     (16 pixels, C bytes apart), B from the weights packed in VNNI order, C in tiles through the
     9 * C / 64 steps; a row of 21 pixels (a partial tile of 5), 40 output channels (a partial grid
     tile of 8), 72 input channels (a partial k step of 8); exact against numpy."""
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_conv import reference, tile_conv_plan
 

@@ -1,8 +1,9 @@
-"""Kernels shared by tests/test_package.py, test_abi.py and test_sanitizers.py.
+"""Kernels shared by the tests.
 
 Each `make_*` returns a `Kernel`: what to pass to `Package.add` (source, args, base_name),
 the runtime dimension values to call it with, a generator of inputs, and a numpy oracle
-that maps inputs to the expected values of the written arrays.
+that maps inputs to the expected values of the written arrays. The `*_nest` functions return
+bare nests, for tests that schedule them themselves.
 """
 from __future__ import annotations
 
@@ -168,6 +169,66 @@ def make_int_axpy(n=37, base_name="axpy_i32") -> Kernel:
         return {"Y": (v["Y"] + v["a"] * v["X"]).astype("i4")}
 
     return Kernel(sched, (X, Y, a), base_name, {}, inputs, oracle)
+
+
+def mixed_matmul_nest(M, N, K, ta, tb, tc, cast_to=None):
+    """(nest, (A, B, C), (i, j, k)) of C[i, j] += cast(A[i, k]) * cast(B[k, j]): A of `ta`, B of `tb`,
+    C of `tc`, the operands cast to `cast_to` (default `tc`) before the product."""
+    cast_to = cast_to or tc
+    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += acc.cast(A[i, k], cast_to) * acc.cast(B[k, j], cast_to)
+
+    return nest, (A, B, C), (i, j, k)
+
+
+def stencil_nest(n=16):
+    """(nest, (X, Y), (i, t)) of the 3-tap stencil Y[i] += X[i + t] * 0.5."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(n + 2,), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n,), name="Y")
+    nest = acc.Nest(shape=(n, 3))
+    i, t = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] += X[i + t] * 0.5
+
+    return nest, (X, Y), (i, t)
+
+
+def make_flattened_band(H, W, band, base_name="band") -> Kernel:
+    """Out[p] += In[p // W + ky, p % W + kx] over a 3 x 3 window, output pixels p = y * W + x in
+    bands of `band`, In cached per (ky, kx): its block is the band's input rows, bounded in the
+    band's first and last pixel (floor divisions; clamped at the array's ends)."""
+    In = acc.Array(role=acc.Role.INPUT, shape=(H + 2, W + 2), name="In")
+    Out = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(H * W,), name="Out")
+    nest = acc.Nest(shape=(H * W, 3, 3))
+    p, ky, kx = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Out[p] += In[p // W + ky, p % W + kx]
+
+    s = nest.create_schedule()
+    pp = s.split(p, band)
+    s.reorder(p, ky, kx, pp)
+    plan = s.create_plan()
+    plan.cache(In, index=pp)
+
+    def inputs(rng):
+        return {"In": _rand(rng, (H + 2, W + 2), "float32"), "Out": _rand(rng, (H * W,), "float32")}
+
+    def oracle(v):
+        a = v["In"]
+        return {"Out": v["Out"] + sum(a[y:y + H, x:x + W] for y in range(3) for x in range(3)).reshape(-1)}
+
+    return Kernel(plan, (In, Out), base_name, {}, inputs, oracle)
 
 
 def check_outputs(kernel: Kernel, values: dict, before: dict, rtol=1e-4, atol=1e-4) -> None:
