@@ -29,9 +29,10 @@ MICRO_TILES = ((6, 64), (4, 64), (8, 48), (8, 32), (12, 32))  # MR x NR: MR * NR
 
 
 def sgemm_variant(M: int, N: int, K: int, threads: int, NC: int, KC: int, MC: int, MR: int, NR: int,
-                  pack_a: bool, par: str = "", policy: str = "static"):
-    """(plan, args) of optimized_matmul's schedule with these blocks (and parallel loop, policy)."""
-    sizes = dict(NC=NC, KC=KC, MC=MC, MR=MR, NR=NR, pack_a=pack_a)
+                  pack_a: bool, par: str = "", policy: str = "static", prefetch: int = 8):
+    """(plan, args) of optimized_matmul's schedule with these blocks (and parallel loop, policy;
+    B's lines prefetched `prefetch` k iterations ahead, 0: not)."""
+    sizes = dict(NC=NC, KC=KC, MC=MC, MR=MR, NR=NR, pack_a=pack_a, prefetch=prefetch)
     plan, args = matmul_plan(M, N, K, threads=1, sizes=sizes)
     if threads > 1:
         j, _k, i = plan.schedule.get_indices()[:3]  # the order is (j, k, i, ii, jj, kk, iii, jjj)
@@ -42,7 +43,7 @@ def sgemm_variant(M: int, N: int, K: int, threads: int, NC: int, KC: int, MC: in
 def formula_choice(M: int, N: int, K: int, threads: int) -> dict:
     """optimized_matmul's own choice, as a grid entry."""
     b = block_sizes(acc.Target.HOST, M, N, K, threads)
-    out = {k: b[k] for k in ("NC", "KC", "MC", "MR", "NR", "pack_a")}
+    out = {k: b[k] for k in ("NC", "KC", "MC", "MR", "NR", "pack_a", "prefetch")}
     if threads > 1:
         out.update(par="j" if -(-N // b["NC"]) >= threads else "i", policy="static")
     return out
@@ -57,7 +58,7 @@ def grid_for(M: int, N: int, K: int, threads: int, quick: bool = False) -> list:
         kcs = [min(K, 128)] if quick else sorted({min(K, kc) for kc in (128, 256, 512, K) if kc <= 1024})
         mcs = [MR * 8] if quick else [MR * m for m in (8, 16, 32)]
         for NC, KC, MC, pack_a in itertools.product(ncs, kcs, mcs, (False, True)):
-            entry = dict(NC=NC, KC=KC, MC=MC, MR=MR, NR=NR, pack_a=pack_a)
+            entry = dict(NC=NC, KC=KC, MC=MC, MR=MR, NR=NR, pack_a=pack_a, prefetch=8)
             if threads == 1:
                 out.append(entry)
             else:

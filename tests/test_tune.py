@@ -328,8 +328,8 @@ def test_tune_matmul_sample_quick(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
     assert re.search(r"sgemm 128x128x128, 1 thread\(s\): 5 of 5 variants measured \(Exhaustive\), 5 ok, 0 failed", out)
-    best = re.search(r"best: +NC=\d+ KC=128 MC=\d+ MR=\d+ NR=64 pack_a=\w+ +[\d.]+ us +[\d.]+ GFLOP/s", out)
-    formula = re.search(r"formula: +NC=256 KC=128 MC=96 MR=6 NR=64 pack_a=False .*\(best / formula: ([\d.]+)x\)", out)
+    best = re.search(r"best: +NC=\d+ KC=128 MC=\d+ MR=\d+ NR=64 pack_a=\w+ prefetch=8 +[\d.]+ us +[\d.]+ GFLOP/s", out)
+    formula = re.search(r"formula: +NC=256 KC=128 MC=96 MR=6 NR=64 pack_a=False prefetch=8 .*\(best / formula: ([\d.]+)x\)", out)
     assert best and formula and float(formula.group(1)) >= 1.0, out
     assert "tuning sgemm_128x128x128_t1: measuring, sample 2 of 2" in p.stderr
 

@@ -14,7 +14,7 @@ from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.affine import element_offset, to_affine
 from ..ir.names import argument_name_problem, c_comment, c_string
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
-from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Store
+from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Prefetch, Store
 from ..ir.types import ScalarType
 from ..ir.vector import VAssign, VDecl, VStore
 from ..ir.visitor import Visitor, buffers_of, free_vars, nodes_of
@@ -457,6 +457,12 @@ class CEmitter(VectorEmitter):
 
     def s_Evaluate(self, s: Evaluate, depth):
         self.emit(self.expr(s.value) + ";", depth)
+
+    def s_Prefetch(self, s: Prefetch, depth):
+        # integer arithmetic: the address may lie past the buffer (a prefetch never faults)
+        off = self.affine(a) if (a := to_affine(s.offset)) is not None else self.expr(s.offset)
+        self.emit(f"__builtin_prefetch((const void*)((uintptr_t){self.buf(s.buffer)} + "
+                  f"(uintptr_t)({s.buffer.dtype.bits // 8}*({off}))), {int(s.write)}, {s.locality});", depth)
 
 
 def _hoist_thread_buffers(f: For, on_stack) -> tuple:

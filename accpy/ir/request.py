@@ -42,12 +42,27 @@ class CacheRequest:
         return self.level if self.level is not None else self.resolved_level
 
 
+@dataclass(frozen=True)
+class PrefetchRequest:
+    """One `plan.prefetch(...)`: in each iteration of loop `var`, the lines that the accesses of
+    its body (outside inner loops) will touch `distance` iterations later. The accesses are
+    those of `array` and its caches, or of the cache with key `cache_key` only."""
+
+    array: Optional[Buffer]
+    cache_key: Optional[int]
+    var: Var
+    distance: int
+    locality: int
+    describe: str  # e.g. "prefetch(B, index=kk, distance=8)", for messages
+
+
 @dataclass
 class LoweringRequest:
     """Everything lowering reads. `space`: the schedule's IterationSpace; `kinds`: loop var ->
     LoopKind; `unroll_below`: loop var -> threshold (a split's tail loops run unrolled when
     shorter); `tensorize`: ((i, j, k) loop vars, description) per request; `parallel`:
-    (policy, threads) or None; `args`: the function's IR arguments (None: in first-use order)."""
+    (policy, threads) or None; `args`: the function's IR arguments (None: in first-use order);
+    `prefetch`: software prefetches (PrefetchRequest)."""
 
     space: Any
     target: Any = None
@@ -57,6 +72,7 @@ class LoweringRequest:
     tensorize: tuple = ()
     parallel: Optional[tuple] = None
     args: Optional[tuple] = None
+    prefetch: tuple = ()  # of PrefetchRequest
 
     def loop_var(self, level: int) -> Var:
         """The loop var of the key-slice at `level` (1: the innermost loop)."""

@@ -76,6 +76,18 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True)
+class Prefetch(Stmt):
+    """A hint: bring the cache line of `buffer`'s element at flat element `offset` closer to the
+    core (`write`: for a store; `locality` 0-3, as __builtin_prefetch's). No effect on results, and
+    never a fault: the address may lie past the buffer's end (loop bounds are not checked)."""
+
+    buffer: Buffer
+    offset: Expr
+    write: bool = False
+    locality: int = 3
+
+
+@dataclass(frozen=True)
 class Comment(Stmt):
     text: str = ""
 

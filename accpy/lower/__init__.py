@@ -5,7 +5,7 @@ as one ordered list of named passes (`PASSES`), applied in a loop:
     -> target memories -> tensorize -> simplify -> configs [-> the libraries' own passes]
     -> check target access -> mark loop kinds -> unroll -> simplify -> vectorize
     -> parallelize -> place buffers (caches private to threads, temporaries) -> promote
-    registers -> simplify
+    registers -> simplify -> prefetch
 
 Each pass is one module whose docstring says what it guarantees; a pass that has nothing to do
 for a request is skipped. The target-memory, tensorize and config passes are generic: they
@@ -33,6 +33,7 @@ from ..targets.library import tensor_library
 from .cache import cache_loop_vars, insert_caches
 from .config import hoist_configs
 from .parallelize import mark_parallel, place_buffers
+from .prefetch import insert_prefetches
 from .registers import promote_registers
 from .scan import scan
 from .simplify import simplify
@@ -166,6 +167,8 @@ PASSES = (
     Pass("place buffers", _place_buffers),
     Pass("promote registers", lambda st: promote_registers(st.stmt), lambda st: bool(st.cache_bufs)),
     Pass("simplify (after registers)", lambda st: simplify(st.stmt), lambda st: bool(st.cache_bufs)),
+    Pass("prefetch", lambda st: insert_prefetches(st.stmt, st.request.prefetch, st.owners),
+         lambda st: bool(st.request.prefetch)),
 )
 
 

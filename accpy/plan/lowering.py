@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..ir.expr import Buffer, Var
 from ..ir.kinds import LoopKind
-from ..ir.request import CacheRequest, LoweringRequest
+from ..ir.request import CacheRequest, LoweringRequest, PrefetchRequest
 from ..nest.array import Array, ArrayView, Dimension, OutputDimension, Scalar
 
 
@@ -51,6 +51,21 @@ def cache_requests(plan) -> tuple:
     return tuple(out)
 
 
+def prefetch_requests(plan) -> tuple:
+    """The plan's prefetches as PrefetchRequests (a cache by its key, an array by its buffer)."""
+    key = {id(c): k for k, c in enumerate(plan.caches)}
+    out = []
+    for source, index, distance, locality in plan._prefetches:
+        is_array = isinstance(source, Array)
+        name = source.name if is_array else f"the cache of {source.array.name} at {source.index.name}" \
+            if source.index is not None else f"a cache of {source.array.name}"
+        out.append(PrefetchRequest(
+            array=source.buffer if is_array else None, cache_key=None if is_array else key[id(source)],
+            var=plan._dim_var(index), distance=distance, locality=locality,
+            describe=f"prefetch({name}, index={index.name}, distance={distance})"))
+    return tuple(out)
+
+
 def lowering_request(plan, args=None) -> LoweringRequest:
     """What lowering needs of `plan` (with `args`, the function's arguments, or None)."""
     space = plan.schedule.space
@@ -61,7 +76,8 @@ def lowering_request(plan, args=None) -> LoweringRequest:
         parallel = (policy, threads)
     return LoweringRequest(space=space, target=plan.target, kinds=kinds, unroll_below=space.unroll_below(),
                            caches=cache_requests(plan), tensorize=tuple(plan.tensorize_requests()),
-                           parallel=parallel, args=argument_objects(args) if args is not None else None)
+                           parallel=parallel, args=argument_objects(args) if args is not None else None,
+                           prefetch=prefetch_requests(plan))
 
 
 def record_resolved(plan, request: LoweringRequest) -> None:

@@ -70,6 +70,15 @@ class Plan:
         access patterns when the package is built (a ValueError says what did not match)."""
         return self._call("tensorize", indices, intrinsic=intrinsic)
 
+    def prefetch(self, source, index, distance: int = 1, locality: int = 3) -> None:
+        """Software prefetch: each iteration of `index`'s loop asks for the cache lines its body
+        will touch `distance` iterations later (the accesses outside inner loops: after unrolling
+        and vectorizing, usually all of them). `source`: an array (its elements, or those of its
+        caches where the body reads a cache) or a cache of this plan (its elements only).
+        `locality` as C's __builtin_prefetch (3: keep in every cache level). A hint only: results
+        do not change, and addresses past the data are never read."""
+        return self._call("prefetch", source, index, distance=distance, locality=locality)
+
     def _call(self, op, *args, **kwargs):
         from ..nest.parameters import has_parameter
 
@@ -119,6 +128,7 @@ class Plan:
         self._commands = Recording()  # the calls, replayed by realize()
         self._waiting = False  # some call waits for parameter values
         self._tensorized: list = []  # (index handles (i, j, k), intrinsic)
+        self._prefetches: list = []  # (source: Array | Cache, index handle, distance, locality)
 
     def visualize(self, filename=None, *, cache=None, format=None, view=None, title=None):
         """The schedule's picture (see Schedule.visualize) with a cache's active block outlined:
@@ -397,6 +407,27 @@ class Plan:
             if self._THREADS_MEET in str(e):
                 raise ScheduleError(str(e)) from None
 
+    def _prefetch(self, source, index, distance: int = 1, locality: int = 3) -> None:
+        from ..nest.array import Array
+        from .cache import Cache
+
+        if isinstance(source, Cache):
+            if not any(c is source for c in self._caches):
+                raise ValueError(f"prefetch: source is a cache of another plan ({_describe_cache(source)})")
+        elif isinstance(source, Array):
+            if not self._uses(source):
+                raise ValueError(f"prefetch: source: the nest does not access array {source.name}")
+        else:
+            raise TypeError(f"prefetch: source: expected an acc.Array of the nest or a cache of this plan, "
+                            f"got {type(source).__name__} {source!r}")
+        self._dim_var(index)
+        if isinstance(distance, bool) or not isinstance(distance, int) or distance < 1:
+            raise ValueError(f"prefetch: distance: expected a positive int (iterations of {index.name} ahead), "
+                             f"got {distance!r}")
+        if isinstance(locality, bool) or locality not in (0, 1, 2, 3):
+            raise ValueError(f"prefetch: locality: expected 0, 1, 2 or 3 (as __builtin_prefetch), got {locality!r}")
+        self._prefetches.append((source, index, distance, locality))
+
     # -- tensorize ---------------------------------------------------------------------------------
     def _tensorize(self, indices, intrinsic=None) -> None:
         library = tensor_library(self._target)
@@ -459,6 +490,9 @@ class Plan:
             parts.append(f"cache={_describe_cache(c)}")
         for ixs, intr in self._tensorized:
             parts.append(f"tensorize=({', '.join(ix.name for ix in ixs)}; {intr.name})")
+        for src, ix, d, loc in self._prefetches:
+            parts.append(f"prefetch=({_short(getattr(src, 'array', src))}, index={ix.name}, distance={d}"
+                         f"{'' if loc == 3 else f', locality={loc}'})")
         if self._waiting:
             # nothing was applied: the calls are replayed once the parameters have values
             calls = [f"{op}({', '.join(_short(a) for a in args)}"

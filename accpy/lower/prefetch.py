@@ -1,0 +1,126 @@
+"""Software prefetch (`plan.prefetch`), the last pass. Guarantees: each loop of a prefetch's
+index (every piece unswitching made of it) starts its body with Prefetch statements for the
+cache lines that the body's accesses of the chosen buffers (those outside inner loops) touch
+`distance` iterations later; nothing else changes. Accesses that do not move with the loop are
+not prefetched (their lines are already there).
+
+Which lines: the accesses' flat element offsets are grouped by their varying part (e.g.
+`240*kk + 48*jj`) and sorted by constant offset; accesses whose bytes lie within one cache
+line of the run before them extend it, and a run gets one prefetch per line it spans (three
+16-float loads side by side: three prefetches; eight rows of A 4 KiB apart: eight)."""
+from __future__ import annotations
+
+from ..ir.affine import Affine, element_offset, to_affine
+from ..ir.expr import BinOp, Const, Load
+from ..ir.stmt import For, Prefetch, Store, block
+from ..ir.vector import VLoad, VStore
+from ..ir.visitor import Mutator, _child_nodes, free_vars, substitute
+
+LINE_BYTES = 64
+
+
+def _roots(owners) -> dict:
+    """Cache buffer -> (its key, the array buffer at the end of its chain of caches)."""
+    by_key = {r.key: r for r in owners.values()}
+
+    def root(r):
+        while r.outer is not None:
+            r = by_key[r.outer]
+        return r.source
+
+    return {b: (r.key, root(r)) for b, r in owners.items()}
+
+
+def _chooser(req, roots):
+    """Whether a buffer is one that prefetch request `req` is about."""
+    if req.cache_key is not None:
+        return lambda buf: buf in roots and roots[buf][0] == req.cache_key
+    return lambda buf: buf is req.array or (buf in roots and roots[buf][1] is req.array)
+
+
+def _direct_accesses(body, chosen) -> list:
+    """(buffer, flat element offset, bytes touched, is a write) of the accesses in `body` to
+    chosen buffers, outside nested loops."""
+    out, stack = [], [body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, For):
+            continue
+        if isinstance(n, (Load, VLoad, Store, VStore)) and chosen(n.buffer):
+            lanes = 1 if isinstance(n, (Load, Store)) or (isinstance(n, VLoad) and n.stride == 0) else n.lanes
+            out.append((n.buffer, element_offset(n.buffer, n.indices), lanes * n.buffer.dtype.bits // 8,
+                        isinstance(n, (Store, VStore))))
+        stack.extend(_child_nodes(n))
+    return out
+
+
+def _ahead(off, var, distance: int, elements: int):
+    """The flat offset `off` at `var + distance`, plus `elements`."""
+    a = to_affine(off)
+    if a is not None:
+        return (a + Affine.constant(a.coef(var) * distance + elements)).to_expr()
+    e = substitute(off, {var: BinOp("add", var, Const(distance))})
+    return BinOp("add", e, Const(elements)) if elements else e
+
+
+def prefetches(accs, var, distance: int, locality: int) -> list:
+    """Prefetch statements for the lines of `accs` (see `_direct_accesses`), `distance`
+    iterations of `var` ahead."""
+    groups: dict = {}
+    for buf, off, nbytes, write in accs:
+        a = to_affine(off)
+        if a is not None:
+            if a.coef(var) == 0:
+                continue  # the same element every iteration
+            key, c = Affine._of(a.terms, 0), a.const
+        elif var in free_vars(off):
+            key, c = off, 0
+        else:
+            continue
+        groups.setdefault((buf, key), []).append((c, nbytes, write))
+    out = []
+    for (buf, key), items in groups.items():
+        size = buf.dtype.bits // 8
+        runs: list = []  # [first byte, end byte, write], from the group's varying part
+        for c, nbytes, write in sorted(items, key=lambda t: t[0]):
+            lo = c * size
+            if runs and lo < runs[-1][1] + LINE_BYTES:
+                runs[-1][1] = max(runs[-1][1], lo + nbytes)
+                runs[-1][2] |= write
+            else:
+                runs.append([lo, lo + nbytes, write])
+        base = key.to_expr() if isinstance(key, Affine) else key
+        for lo, hi, write in runs:
+            for b in range(lo, hi, LINE_BYTES):
+                out.append(Prefetch(buf, _ahead(base, var, distance, b // size), write, locality))
+    return out
+
+
+class _Insert(Mutator):
+    def __init__(self, req, chosen):
+        self.req, self.chosen, self.count = req, chosen, 0
+
+    def visit_For(self, f: For):
+        f = self.generic_visit(f)
+        if f.var is not self.req.var:
+            return f
+        pre = prefetches(_direct_accesses(f.body, self.chosen), f.var, self.req.distance, self.req.locality)
+        if not pre:
+            return f
+        self.count += len(pre)
+        return For(f.var, f.lo, f.hi, block(*pre, f.body), f.kind, f.attrs)
+
+
+def insert_prefetches(stmt, requests, owners):
+    """`stmt` with the prefetches of `requests` (PrefetchRequests) at the top of their loops.
+    `owners`: cache buffer -> CacheRequest (to follow a cache back to its array)."""
+    roots = _roots(owners)
+    for req in requests:
+        ins = _Insert(req, _chooser(req, roots))
+        stmt = ins.visit(stmt)
+        if not ins.count:
+            v = req.var.name
+            raise ValueError(f"{req.describe}: no loop of {v} accesses it, outside inner loops, at an address "
+                             f"that moves with {v} (is {v} unrolled or vectorized, or its block cached in "
+                             f"registers?): nothing to prefetch")
+    return stmt

@@ -1,0 +1,194 @@
+"""plan.prefetch: software prefetch of the lines a loop's body reads or writes `distance`
+iterations later. A hint: results never change; the C shows which lines are asked for."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy.testing import assert_equivalent
+
+
+def _matmul(M=64, N=64, K=64, vector=16, panel=None):
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    jj = s.split(j, panel or 2 * vector)
+    kk = s.split(k, 16)
+    jjj = s.split(jj, vector)
+    s.reorder(j, k, i, jj, kk, jjj)
+    return nest, s, (A, B, C), (i, j, k, jj, kk, jjj)
+
+
+def _prefetches(code: str) -> list:
+    return re.findall(r"__builtin_prefetch\(\(const void\*\)\(\(uintptr_t\)(\w+) \+ \(uintptr_t\)\((\d+)\*\((.*?)\)\)\), "
+                      r"(\d), (\d)\);", code)
+
+
+def _loop_body(code: str, var: str) -> str:
+    """The text of the first loop over `var`, up to its closing brace."""
+    start = code.index(f"for (int64_t {var} = ")
+    depth, pos = 0, code.index("{", start)
+    for q in range(pos, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[q], 0)
+        if depth == 0:
+            return code[start:q + 1]
+    raise AssertionError("unbalanced")
+
+
+def test_prefetch_of_a_packed_cache_and_of_an_array_row():
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
+    p = s.create_plan()
+    p.cache(B, index=i, trigger_index=k)  # the loop reads B's packed block, not B
+    p.cache(C, index=kk)
+    p.vectorize(jjj)
+    p.prefetch(B, index=kk, distance=4)
+    p.prefetch(A, index=kk, distance=8, locality=1)
+    code = p.emit_c()
+    body = _loop_body(code, "kk")
+    got = _prefetches(body)
+    # B's block is 32 floats wide: one 64-byte line per kk at 16*jj + 32*kk, four rows ahead;
+    # A: the element 8 columns ahead, kept out of the inner cache levels (locality 1)
+    assert ("B_cache", "4", "16*jj + 32*kk + 128", "0", "3") in got
+    assert ("A", "4", "64*i + 16*k + kk + 8", "0", "1") in got
+    assert len(got) == 2
+    # at the top of the body, before the FMA
+    assert body.index("__builtin_prefetch") < body.index("_mm512_fmadd_ps")
+    assert "prefetch=(B, index=kk, distance=4)" in repr(p) and "prefetch=(A, index=kk, distance=8, locality=1)" in repr(p)
+
+
+def test_one_prefetch_per_line_of_a_run_and_one_per_far_apart_row():
+    # a 48-float row of the packed block (three vector loads side by side): three lines;
+    # four rows of A 4 KiB apart (unrolled): four lines
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul(M=64, N=96, K=1024, panel=48)
+    ii = s.split(i, 4)
+    s.reorder(j, k, i, kk, ii, jj, jjj)
+    p = s.create_plan()
+    p.cache(B, index=i, trigger_index=k)
+    p.unroll(ii)
+    p.unroll(jj)
+    p.vectorize(jjj)
+    p.prefetch(B, index=kk, distance=8)
+    p.prefetch(A, index=kk, distance=16)
+    got = _prefetches(_loop_body(p.emit_c(), "kk"))
+    b_lines = sorted(int(re.search(r"\+ (\d+)$", x[2]).group(1)) for x in got if x[0] == "B_cache")
+    a_lines = sorted(int(re.search(r"\+ (\d+)$", x[2]).group(1)) for x in got if x[0] == "A")
+    assert b_lines == [8 * 48, 8 * 48 + 16, 8 * 48 + 32]
+    assert a_lines == [16, 16 + 1024, 16 + 2048, 16 + 3072]
+
+
+def test_stores_are_prefetched_for_writing_and_fixed_addresses_not_at_all():
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
+    p = s.create_plan()
+    p.cache(C, index=kk)
+    p.vectorize(jjj)
+    p.prefetch(C, index=jj, distance=1)  # the C tile loaded before kk and stored after it
+    got = _prefetches(_loop_body(p.emit_c(), "jj"))
+    assert got and all(g[0] == "C" and g[3] == "1" for g in got)
+    # C's element moves with jj; nothing of it moves with kk (its tile is in a register there)
+    with pytest.raises(ValueError, match=r"prefetch\(C, index=kk, distance=1\): .*nothing to prefetch"):
+        q = s.create_plan()
+        q.cache(C, index=kk)
+        q.vectorize(jjj)
+        q.prefetch(C, index=kk)
+        q.emit_c()
+
+
+def test_prefetch_of_one_cache_only():
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
+    p = s.create_plan()
+    bc = p.cache(B, index=i, trigger_index=k)
+    p.vectorize(jjj)
+    p.prefetch(bc, index=kk, distance=2)
+    got = _prefetches(_loop_body(p.emit_c(), "kk"))
+    assert {g[0] for g in got} == {"B_cache"}
+    assert "prefetch=(B, index=kk, distance=2)" in repr(p)
+
+
+@pytest.mark.parametrize("distance", [1, 3, 1000])
+def test_results_do_not_change(distance):
+    # prefetching past the end of the data (distance 1000) never faults
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul(M=20, N=70, K=37)
+    p = s.create_plan()
+    p.cache(B, index=i, trigger_index=k)
+    p.cache(C, index=kk)
+    p.vectorize(jjj)
+    p.prefetch(B, index=kk, distance=distance)
+    p.prefetch(A, index=kk, distance=distance)
+    p.prefetch(C, index=jj, distance=distance)
+    assert_equivalent(s, p, (A, B, C), opt="-O3")
+
+
+def test_the_sgemm_sample_prefetches_its_packed_block():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+    from optimized_matmul import matmul_plan
+
+    plan, args = matmul_plan(64, 200, 900, threads=1)
+    code = plan.emit_c()
+    got = _prefetches(_loop_body(code, "kk"))
+    assert len(got) == 3 and {g[0] for g in got} == {"B_cache"}  # 8 x 48 micro-tiles: three lines ahead
+    a, b, c = (np.random.default_rng(0).standard_normal(s, dtype=np.float32) for s in ((64, 900), (900, 200), (64, 200)))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="sgemm")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        lib = pkg.build("pf_sgemm", output_dir=d, python_module=False)
+        want = c + a @ b
+        lib.sgemm(a, b, c)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)
+
+
+def test_bad_arguments_name_what_was_expected():
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
+    p = s.create_plan()
+    with pytest.raises(ValueError, match="distance: expected a positive int"):
+        p.prefetch(B, index=kk, distance=0)
+    with pytest.raises(ValueError, match="distance: expected a positive int"):
+        p.prefetch(B, index=kk, distance=True)
+    with pytest.raises(ValueError, match="locality: expected 0, 1, 2 or 3"):
+        p.prefetch(B, index=kk, locality=4)
+    with pytest.raises(TypeError, match="source: expected an acc.Array"):
+        p.prefetch("B", index=kk)
+    other = acc.Array(role=acc.Role.INPUT, shape=(4,), name="Other")
+    with pytest.raises(ValueError, match="does not access array Other"):
+        p.prefetch(other, index=kk)
+    _, s2, (A2, B2, C2), ix2 = _matmul()
+    with pytest.raises(ValueError, match="cache of another plan"):
+        p.prefetch(s2.create_plan().cache(B2, index=ix2[0]), index=kk)
+    with pytest.raises((TypeError, ValueError), match="index"):
+        p.prefetch(B, index=ix2[4])
+    assert "prefetch" not in repr(p)  # refused calls leave nothing behind
+    # a loop that disappears (unrolled) has nowhere to put them: the build says so
+    p.unroll(kk)
+    p.prefetch(B, index=kk)
+    with pytest.raises(ValueError, match=r"prefetch\(B, index=kk, distance=1\): .*unrolled or vectorized"):
+        p.emit_c()
+
+
+def test_prefetch_waits_for_parameter_values(tmp_path):
+    P = acc.create_parameters()
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
+    p = s.create_plan()
+    p.vectorize(jjj)
+    p.prefetch(B, index=kk, distance=P)
+    assert "waiting for parameters" in repr(p)
+    pkg = acc.Package()
+    pkg.add(p, args=(A, B, C), base_name="pf", parameters={P: 5})
+    pkg.build("pf_param", output_dir=tmp_path, format=acc.Package.Format.HAT_SOURCE)
+    got = _prefetches((tmp_path / "pf_param.c").read_text())
+    # B's rows are 64 floats: five of them ahead
+    assert got and all(g[0] == "B" and g[2].endswith("+ 320") for g in got), got
