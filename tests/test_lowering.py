@@ -457,3 +457,33 @@ def test_no_loop_is_empty_for_some_values_of_an_outer_loop(tmp_path):
         o = np.zeros((M, N), np.int32)
         lib.f(a, o)
         assert (o == 3).all()
+
+
+def test_a_one_column_tail_of_a_register_tile_stays_in_registers():
+    """A vectorized loop left with one iteration (the tail column of a register tile, N = 17 in
+    lanes of 16) runs as one masked lane: the tile's cache stays in vector registers in every
+    piece (as scalar code, its elements were the cache's memory, and so in the full tiles too)."""
+    from accpy.testing import assert_matches_reference
+
+    M, N, K = 6, 17, 4
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    jj = s.split(j, 16)
+    s.reorder(j, i, k, jj)
+    p = s.create_plan()
+    p.cache(C, index=k)
+    p.unroll(i)
+    p.vectorize(jj)
+    code = p.emit_c()
+    assert "C_cache[" not in code and "__m512 C_cache_0" in code
+    assert re.search(r"C_cache_0 = _mm512_maskz_loadu_ps\(\(\(__mmask16\)\(\(1u << \(1\)\) - 1u\)\), &C\[16\]\)", code)
+    assert_matches_reference(p, (A, B, C))

@@ -140,6 +140,13 @@ def _place_buffers(st):
     return stmt
 
 
+def _vector_vars(st) -> set:
+    """Vectorized loop vars: innermost, their loops stay even with one iteration (one masked lane
+    keeps a register tile's tail column in registers, where scalar code would use the cache's
+    memory)."""
+    return {v for v, k in st.request.kinds.items() if k == LoopKind.VECTORIZED}
+
+
 def _kinds_or_unroll(st) -> bool:
     return bool(st.request.kinds) or bool(st.request.unroll_below)
 
@@ -147,14 +154,16 @@ def _kinds_or_unroll(st) -> bool:
 PASSES = (
     Pass("scan", _scan),
     Pass("unswitch", _unswitch),
-    Pass("simplify (keeping cache loops)", lambda st: simplify(st.stmt, keep=cache_loop_vars(st.request)),
+    Pass("simplify (keeping cache loops)",
+         lambda st: simplify(st.stmt, keep=cache_loop_vars(st.request), keep_innermost=_vector_vars(st)),
          lambda st: bool(st.request.caches)),
     Pass("caches", _caches, lambda st: bool(st.request.caches)),
-    Pass("simplify", lambda st: simplify(st.stmt)),
+    Pass("simplify", lambda st: simplify(st.stmt, keep_innermost=_vector_vars(st))),
     Pass("target memories", _target_memories, lambda st: st.accelerated()),
     Pass("tensorize", lambda st: tensorize(st.stmt, st.library, st.request.tensorize, st.layouts),
          lambda st: st.accelerated_now),
-    Pass("simplify (after tensorize)", lambda st: simplify(st.stmt), lambda st: st.accelerated_now),
+    Pass("simplify (after tensorize)", lambda st: simplify(st.stmt, keep_innermost=_vector_vars(st)),
+         lambda st: st.accelerated_now),
     Pass("configs", lambda st: hoist_configs(st.stmt), lambda st: st.accelerated_now),
     Pass("check target access", _check_target_access,
          lambda st: not st.accelerated_now and any(is_target_buffer(b) for b in st.cache_bufs)),

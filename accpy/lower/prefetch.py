@@ -47,9 +47,14 @@ def _direct_accesses(body, chosen) -> list:
         if isinstance(n, For):
             continue
         if isinstance(n, (Load, VLoad, Store, VStore)) and chosen(n.buffer):
-            lanes = 1 if isinstance(n, (Load, Store)) or (isinstance(n, VLoad) and n.stride == 0) else n.lanes
-            out.append((n.buffer, element_offset(n.buffer, n.indices), lanes * n.buffer.dtype.bits // 8,
-                        isinstance(n, (Store, VStore))))
+            size = n.buffer.dtype.bits // 8
+            if isinstance(n, (Load, Store)):
+                nbytes = size
+            elif n.stride == 0:  # the 32 bits at the address, in every slot
+                nbytes = 4
+            else:  # lanes `stride` elements apart (a gather or scatter when not 1)
+                nbytes = ((n.lanes - 1) * abs(n.stride) + 1) * size
+            out.append((n.buffer, element_offset(n.buffer, n.indices), nbytes, isinstance(n, (Store, VStore))))
         stack.extend(_child_nodes(n))
     return out
 

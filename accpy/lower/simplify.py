@@ -11,12 +11,13 @@ from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Const, as_int, idx_op
 from ..ir.stmt import Block, For, If, block
 from ..ir.types import ScalarType
-from ..ir.visitor import Mutator, substitute
+from ..ir.visitor import Mutator, nodes_of, substitute
 
 
 class Simplify(Mutator):
-    def __init__(self, keep=()):
+    def __init__(self, keep=(), keep_innermost=()):
         self.keep = set(keep)  # loop vars whose loops stay even with one iteration
+        self.keep_innermost = set(keep_innermost)  # the same, when no loop is inside them
 
     def visit_BinOp(self, e: BinOp):
         e = self.generic_visit(e)
@@ -49,7 +50,8 @@ class Simplify(Mutator):
         if trip is not None and trip.is_const:
             if trip.const <= 0:
                 return Block(())
-            if trip.const == 1 and f.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and f.var not in self.keep:
+            if trip.const == 1 and f.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and f.var not in self.keep \
+                    and not (f.var in self.keep_innermost and not nodes_of(f.body, For)):
                 return self.visit(substitute(f.body, {f.var: lo}))
         body = self.visit(f.body)
         if isinstance(body, Block) and not body.stmts:
@@ -72,6 +74,7 @@ class Simplify(Mutator):
         return block(*[self.visit(x) for x in b.stmts]) if b.stmts else b
 
 
-def simplify(stmt, keep=()):
-    """Simplify; loops over the vars in `keep` are kept even when they run once."""
-    return Simplify(keep).visit(stmt)
+def simplify(stmt, keep=(), keep_innermost=()):
+    """Simplify; loops over the vars in `keep` are kept even when they run once, and so are
+    those over the vars in `keep_innermost` that have no loop inside."""
+    return Simplify(keep, keep_innermost).visit(stmt)
