@@ -108,8 +108,7 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     tile = acc.MemorySpace.AMX_TILE
     packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI)  # once per NC block
     plan.cache(C, index=k, location=tile)  # the accumulators stay in their tiles across k
-    a_src = plan.cache(A, index=i) if sz.get("pack_a") else A
-    plan.cache(a_src, index=i2, location=tile)
+    plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)
     plan.unroll(i2)
     plan.unroll(j2)

@@ -192,3 +192,43 @@ def test_prefetch_waits_for_parameter_values(tmp_path):
     got = _prefetches((tmp_path / "pf_param.c").read_text())
     # B's rows are 64 floats: five of them ahead
     assert got and all(g[0] == "B" and g[2].endswith("+ 320") for g in got), got
+
+
+def test_tile_loads_prefetch_every_row_of_their_tiles():
+    # an intrinsic declares the memory it reads (a tile load: 16 rows of 64 bytes, `stride` apart):
+    # prefetching A in the k loop of the tile matmul asks for each row of the next A tile
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+    from int8_matmul import tile_matmul_plan
+
+    plan, (A, B, C) = tile_matmul_plan(64, 96, 256, "int8", 1)
+    k = next(ix for ix in plan.schedule.get_indices() if ix.name == "k")  # the loop over tile depths
+    plan.prefetch(A, index=k, distance=1)
+    got = _prefetches(_loop_body(plan.emit_c(), "k"))
+    assert {g[0] for g in got} == {"A"}
+    rows = sorted(int(re.search(r"\+ (\d+)$", g[2]).group(1)) if "+" in g[2] else 0 for g in got)
+    assert rows == [64 + 256 * r for r in range(16)]  # the next k step: 64 bytes on, each of 16 rows
+
+
+def test_tile_matmul_with_prefetches_is_exact(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+    from int8_matmul import tile_matmul_plan
+
+    plan, (A, B, C) = tile_matmul_plan(40, 70, 200, "int8", 1)
+    k = next(ix for ix in plan.schedule.get_indices() if ix.name == "k")
+    plan.prefetch(A, index=k, distance=2)
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, B, C), base_name="mm")
+    lib = pkg.build("pf_tiles", output_dir=tmp_path, python_module=False)
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (40, 200), dtype=np.uint8)
+    b = rng.integers(-128, 128, (200, 70), dtype=np.int8)
+    c = rng.integers(-1000, 1000, (40, 70), dtype=np.int32)
+    want = c + a.astype(np.int32) @ b.astype(np.int32)
+    lib.mm(a, b, c)
+    np.testing.assert_array_equal(c, want)

@@ -10,11 +10,14 @@ line of the run before them extend it, and a run gets one prefetch per line it s
 16-float loads side by side: three prefetches; eight rows of A 4 KiB apart: eight)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ..ir.affine import Affine, element_offset, to_affine
-from ..ir.expr import BinOp, Const, Load
+from ..ir.expr import BinOp, Call, Const, Load, as_int, idx_op
 from ..ir.stmt import For, Prefetch, Store, block
 from ..ir.vector import VLoad, VStore
 from ..ir.visitor import Mutator, _child_nodes, free_vars, substitute
+from ..targets.library import intrinsic
 
 LINE_BYTES = 64
 
@@ -38,14 +41,41 @@ def _chooser(req, roots):
     return lambda buf: buf is req.array or (buf in roots and roots[buf][1] is req.array)
 
 
+def _intrinsic_rows(n: Call, chosen) -> Optional[list]:
+    """The rows an intrinsic call touches through its pointer arguments (its library's
+    `footprint`), as accesses; None when it declares none."""
+    intr = intrinsic(n.fn) if "." in n.fn else None
+    if intr is None or intr.footprint is None:
+        return None
+    args = dict(zip(intr.params, n.args))
+    out = []
+    for param, rows, stride, row_bytes in intr.footprint(args):
+        at = args[param]
+        if not isinstance(at, Load) or not chosen(at.buffer):
+            continue
+        size = at.buffer.dtype.bits // 8
+        step = as_int(stride)
+        if step is None or step % size:
+            continue  # rows at a distance only known at run time: not prefetched
+        base = element_offset(at.buffer, at.indices)
+        for r in range(rows):
+            out.append((at.buffer, idx_op("add", base, Const(r * step // size)), row_bytes, False))
+    return out
+
+
 def _direct_accesses(body, chosen) -> list:
     """(buffer, flat element offset, bytes touched, is a write) of the accesses in `body` to
-    chosen buffers, outside nested loops."""
+    chosen buffers, outside nested loops (an intrinsic's rows, when its library declares them)."""
     out, stack = [], [body]
     while stack:
         n = stack.pop()
         if isinstance(n, For):
             continue
+        if isinstance(n, Call):
+            rows = _intrinsic_rows(n, chosen)
+            if rows is not None:
+                out.extend(rows)
+                continue
         if isinstance(n, (Load, VLoad, Store, VStore)) and chosen(n.buffer):
             size = n.buffer.dtype.bits // 8
             if isinstance(n, (Load, Store)):

@@ -65,6 +65,9 @@ class Intrinsic:
     uses_config: tuple = ()  # configuration states read
     header: str = ""  # what the C needs (#include)
     doc: str = ""
+    # the memory a call touches through a pointer parameter, for software prefetch: a function of
+    # {param: IR argument} -> [(pointer param, rows, bytes between rows (IR expression), bytes per row)]
+    footprint: Optional[Callable] = field(default=None, compare=False)
 
     def config_state(self, args) -> Optional[str]:
         """The configuration state a call with `args` writes (None: not a config write)."""

@@ -81,6 +81,11 @@ def _ref_vdpbf16ps(m, acc, a, b):
     v[...] = mc.vdpbf16ps(v, np.asarray(a).view(np.uint16)[:32], np.asarray(b).view(np.uint16)[:32])
 
 
+def _tile_rows(args) -> list:
+    """What a tile load or store touches: at most 16 rows of 64 bytes, `stride` bytes apart."""
+    return [("base", mc.ROWS, args["stride"], mc.COLSB)]
+
+
 def _ops(hw: bool) -> dict:
     """The intrinsics of one form: {short name: Intrinsic}."""
     amx = "amx" if hw else "amx_emu"
@@ -98,9 +103,9 @@ def _ops(hw: bool) -> dict:
         "config": intr(amx, "config", _SHAPE_PARAMS, c + f"config({shape_args})", _ref_config, config="tiles",
                        doc="LDTILECFG, palette 1: tile k is r_k rows of c_k bytes"),
         "loadd": intr(amx, "loadd", ("t", "base", "stride"), c + "loadd({t}, {base}, {stride})", _ref_loadd,
-                      pointer_params=("base",), uses_config=("tiles",)),
+                      pointer_params=("base",), uses_config=("tiles",), footprint=_tile_rows),
         "stored": intr(amx, "stored", ("t", "base", "stride"), c + "stored({t}, {base}, {stride})", _ref_stored,
-                       pointer_params=("base",), uses_config=("tiles",)),
+                       pointer_params=("base",), uses_config=("tiles",), footprint=_tile_rows),
         "zero": intr(amx, "zero", ("t",), c + "zero({t})", _ref_zero, uses_config=("tiles",)),
         "end": intr(amx, "end", (), c + "end()", _ref_end, doc="TILERELEASE (and the model's error, if any)"),
         "dpbf16ps": intr(amx, "dpbf16ps", ("d", "a", "b"), c + "dpbf16ps({d}, {a}, {b})", _ref_dpbf16ps,
