@@ -26,6 +26,17 @@ def median_seconds(fn, repeat: int = 7, min_time: float = 0.05) -> float:
     return float(np.median(samples))
 
 
+def interleaved_best(contenders: dict, repeat: int = 7, rounds: int = 2) -> dict:
+    """{name: seconds}: each contender's best `median_seconds` over `rounds` rounds, the
+    contenders taking turns in every round, so that drift in the machine's speed (other tenants,
+    clocks) hits them alike."""
+    best = {name: float("inf") for name in contenders}
+    for _ in range(rounds):
+        for name, call in contenders.items():
+            best[name] = min(best[name], median_seconds(call, repeat))
+    return best
+
+
 class Blas:
     """numpy's OpenBLAS: its thread count can be changed inside one process."""
 

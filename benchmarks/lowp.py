@@ -14,7 +14,8 @@ accpy's rate over the measured peak of the path's instruction (a loop of tile or
 products on registers, per thread, times the threads; `kernel: "peak"` rows). `--sgemm` adds
 accpy's own fp32 sgemm (samples/optimized_matmul.py) of the same shape (`sgemm_gflops`,
 `vs_sgemm`: ops per second over the sgemm's). One JSON object per line: kernel, dtype, path,
-shape, threads, accpy_gops, mkl_gops, ratio (accpy / MKL, medians in this process),
+shape, threads, accpy_gops, mkl_gops, ratio (accpy / MKL: each one's best median of two rounds in
+which they take turns, in this process),
 peak_fraction. Skips, saying why, a path the CPU lacks, or everything when MKL is missing.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "samples"))
-from _common import median_seconds  # noqa: E402
+from _common import interleaved_best, median_seconds  # noqa: E402
 
 import accpy as acc  # noqa: E402
 from int8_matmul import has_amx, has_vector_dot, tile_matmul_plan, vector_matmul_plan  # noqa: E402
@@ -227,8 +228,8 @@ def measure(a, mkl, rng, out_dir, host, make, path, dtype, shape, threads, peak)
         assert np.allclose(c[rows], want, rtol=1e-3, atol=1e-3 * np.sqrt(K)), "bf16 result differs from numpy"
         ref = lambda: mkl.gemm_bf16bf16f32(x, y, c)  # noqa: E731
     ops = 2.0 * M * N * K
-    t_accpy = median_seconds(lambda: fn(x, y, c), repeat=a.repeat)
-    t_mkl = median_seconds(ref, repeat=a.repeat)
+    best = interleaved_best({"accpy": lambda: fn(x, y, c), "mkl": ref}, repeat=a.repeat)
+    t_accpy, t_mkl = best["accpy"], best["mkl"]
     # (significant digits: a tiny shape on a busy machine must not round to 0)
     row = {"kernel": "matmul", "dtype": dtype, "path": path, "shape": [M, N, K], "threads": threads,
            "accpy_gops": _sig(ops / t_accpy / 1e9), "mkl_gops": _sig(ops / t_mkl / 1e9),

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "samples"))
 
 import accpy as acc  # noqa: E402
 import mklblas  # noqa: E402
-from _common import Blas, fma_peak_gflops, median_seconds  # noqa: E402
+from _common import Blas, fma_peak_gflops, interleaved_best  # noqa: E402
 from optimized_matmul import matmul_plan  # noqa: E402
 
 DEFAULT_SIZES = "256,512,1024,2048,1000,511x513x257"
@@ -84,11 +84,7 @@ def main(argv=None):
                 if not err < 1e-4:
                     raise SystemExit(f"MKL sgemm {M}x{N}x{K}: wrong result (relative error {err:.2e})")
                 contenders["mkl"] = lambda: mkl.sgemm(a, b, c)
-            # interleave the measurements so that machine noise hits all alike; keep each one's best median
-            best = {name: float("inf") for name in contenders}
-            for _ in range(2):
-                for name, call in contenders.items():
-                    best[name] = min(best[name], median_seconds(call, args.repeat))
+            best = interleaved_best(contenders, args.repeat)
             g = {name: flop / sec / 1e9 for name, sec in best.items()}
             print(json.dumps({
                 "kernel": "sgemm", "shape": [M, N, K], "threads": t,
