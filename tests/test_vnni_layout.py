@@ -115,12 +115,14 @@ def test_a_vnni_cache_is_never_vectorized_across_its_groups():
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
-@pytest.mark.parametrize("shape", [(37, 61, 70), (20, 100, 33), (16, 48, 64)])
-def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape):
+@pytest.mark.parametrize("shape, kc", [((37, 61, 70), None), ((20, 100, 33), None), ((16, 48, 64), None),
+                                       ((37, 61, 150), 64), ((20, 50, 100), 64)])
+def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape, kc):
     """On a target with the tile unit, a VNNI-ordered cache is allocated in whole B tiles (64 int8
     or 32 bf16 rows x 16 columns) with zeros in the rows past the data, so every B tile, partial
     ones included, is one load straight from the cache (no scratch block); exact (int8) or within
-    bf16 rounding against numpy on the functional model."""
+    bf16 rounding against numpy on the functional model. With k blocks (`kc`: the sample's
+    blocks of 4 KiB rows, made small here), a packed block per k block, partial ones included."""
     import re
 
     from accpy.targets import x86tile
@@ -129,10 +131,11 @@ def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape)
     from int8_matmul import tile_matmul_plan
 
     M, N, K = shape
-    plan, args = tile_matmul_plan(M, N, K, dtype, target=x86tile.emulating(acc.Target.HOST), sizes=dict(NC=48))
+    sizes = dict(NC=48, KC=kc) if kc else dict(NC=48)
+    plan, args = tile_matmul_plan(M, N, K, dtype, target=x86tile.emulating(acc.Target.HOST), sizes=sizes)
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
-    name = f"whole_{dtype}_{M}_{N}_{K}"
+    name = f"whole_{dtype}_{M}_{N}_{K}_{kc or 0}"
     lib = pkg.build(name, output_dir=str(tmp_path), python_module=False, progress=False)
     src = (tmp_path / f"{name}.c").read_text()
     # no scratch block is filled from the packed B cache: every B tile loads straight from it
@@ -160,3 +163,12 @@ def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape)
         lib.mm(a, b, c)
         want = acc.bfloat16_values(a).astype(np.float64) @ acc.bfloat16_values(b).astype(np.float64)
         np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes
+
+    assert tile_block_sizes(4096, 4096, 4096, "bf16") == dict(GR=1, GC=3, NC=240, KC=2048)
+    assert tile_block_sizes(4096, 4096, 4096, "int8")["KC"] == 4096  # 4 KiB rows: one block
+    assert tile_block_sizes(1000, 1000, 1000, "bf16")["KC"] == 1000
