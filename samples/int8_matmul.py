@@ -3,8 +3,11 @@
     Acc = A @ B                                     (A: M x K uint8, B: K x N int8, Acc int32)
     Out = relu(int8(round(float32(Acc) * scale + bias)))   (round half to even, saturating)
 
-Two functions in one package: the product on tiles, and the epilogue as a second nest over the
-int32 result, vectorized with AVX-512 (not fused with the product). The product's schedule (`tile_matmul_plan`, shared with
+On the tile unit, one function (`fused_tile_plan`): the product and the epilogue are two nests
+fused on (i, j), so each block of accumulator tiles is quantized as soon as its k loop is done
+(stored from its tiles to a 16 x 16 block in L1, converted with AVX-512 there, by the same
+thread). On AVX-512 VNNI, two functions: the product, then the epilogue as a second nest over
+the int32 result, vectorized. The product's schedule (`tile_matmul_plan`, shared with
 bf16_matmul.py and benchmarks/lowp.py):
 
     j (NC columns) -> i (16 * GR rows) -> j1 (16 * GC columns) -> k (tile depth) -> i2, j2 (the grid)
@@ -22,7 +25,7 @@ Where the CPU has no AMX, the product runs on AVX-512 VNNI instead (`vector_matm
 nest, an MR x NR register tile, four k per VPDPBUSD), or `--path amx` runs the tile schedule on
 the tile unit's functional model (bit-exact, much slower).
 
-    python samples/int8_matmul.py [M N K] [--threads T] [--path amx|vector] [--output-dir DIR]
+    python samples/int8_matmul.py [M N K] [--threads T] [--path amx|vector] [--compare] [--output-dir DIR]
 """
 from __future__ import annotations
 
@@ -78,13 +81,13 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     return dict(GR=gr, GC=gc, NC=nc, KC=KC)
 
 
-def matmul_nest(M: int, N: int, K: int, dtype: str = "int8"):
+def matmul_nest(M: int, N: int, K: int, dtype: str = "int8", c_name: str = "C"):
     """(nest, (A, B, C)) of C += A @ B: int8 (uint8 A, int8 B, int32 C) or bf16 (bfloat16 A and
     B, float32 C), the products summed in the accumulator's type."""
     ta, tb, tc = (S.uint8, S.int8, S.int32) if dtype == "int8" else (S.bfloat16, S.bfloat16, S.float32)
     A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
     B = acc.Array(role=acc.Role.INPUT, element_type=tb, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name=c_name)
     nest = acc.Nest(shape=(M, N, K))
     i, j, k = nest.get_indices()
 
@@ -95,34 +98,36 @@ def matmul_nest(M: int, N: int, K: int, dtype: str = "int8"):
     return nest, (A, B, C)
 
 
-def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None, sizes=None):
-    """(plan, (A, B, C)) of C += A @ B on the tile unit: int8 (uint8 A, int8 B, int32 C) or bf16
-    (bfloat16 A and B, float32 C)."""
-    target = target or tile_target()
-    sz = dict(tile_block_sizes(M, N, K, dtype, threads), **(sizes or {}))
-    depth = 64 if dtype == "int8" else 32  # one tile row: 64 bytes of k
-    nest, (A, B, C) = matmul_nest(M, N, K, dtype)
-    i, j, k = nest.get_indices()
-    s = nest.create_schedule()
+def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
+    """Split and order a schedule (or a fused one, with its fusing index `f`) for the tile unit;
+    returns (j, i, i2, j1, j2, ii, jj, kk, the loop the accumulators stay across)."""
     j1 = s.split(j, sz["NC"])
     i2 = s.split(i, 16 * sz["GR"])
     ii = s.split(i2, 16)
     j2 = s.split(j1, 16 * sz["GC"])
     jj = s.split(j2, 16)
     KC = sz.get("KC") or K
+    fused = (f,) if f is not None else ()
     if KC < K:
         k1 = s.split(k, KC)  # k blocks: the packed KC x NC block, C's tiles stored after each
         kk = s.split(k1, depth)
-        s.reorder(j, k, i, j1, k1, i2, j2, ii, jj, kk)
+        s.reorder(j, k, i, j1, *fused, k1, i2, j2, ii, jj, kk)
         kloop = k1
     else:
         kk = s.split(k, depth)
-        s.reorder(j, i, j1, k, i2, j2, ii, jj, kk)
+        s.reorder(j, i, j1, *fused, k, i2, j2, ii, jj, kk)
         kloop = k
+    return j, i, i2, j1, j2, ii, jj, kk, kloop
+
+
+def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None):
+    """The plan of a tile schedule (`_tile_schedule`'s indices): B packed per block, C's tiles in
+    tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step."""
+    j, i, i2, j1, j2, ii, jj, kk, kloop = idx
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
     packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI)  # once per NC block (and k block)
-    plan.cache(C, index=kloop, location=tile)  # the accumulators stay in their tiles across k
+    plan.cache(C, index=kloop if c_index is None else c_index, location=tile)  # accumulators stay in tiles
     plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)
     plan.unroll(i2)
@@ -130,7 +135,38 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     plan.tensorize(indices=(ii, jj, kk))
     if threads > 1:
         plan.parallelize(indices=(j,), max_threads=threads)
-    return plan, (A, B, C)
+    return plan
+
+
+def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None, sizes=None):
+    """(plan, (A, B, C)) of C += A @ B on the tile unit: int8 (uint8 A, int8 B, int32 C) or bf16
+    (bfloat16 A and B, float32 C)."""
+    target = target or tile_target()
+    sz = dict(tile_block_sizes(M, N, K, dtype, threads), **(sizes or {}))
+    depth = 64 if dtype == "int8" else 32  # one tile row: 64 bytes of k
+    nest, (A, B, C) = matmul_nest(M, N, K, dtype)
+    s = nest.create_schedule()
+    idx = _tile_schedule(s, *nest.get_indices(), sz, depth, K)
+    return _tile_plan(s, target, A, B, C, idx, threads), (A, B, C)
+
+
+def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1, target=None, sizes=None):
+    """(plan, (A, B, Acc, bias, Out, scale)) of the quantized matmul in one function on the tile
+    unit: Acc += A @ B, then Out = relu(int8(round(float32(Acc) * scale + bias))). The two nests
+    are fused on (i, j), the fusing index right outside k: each GR x GC block of accumulator tiles
+    is quantized as soon as its k loop is done, stored from its tiles to a 16 x 16 block in L1 and
+    converted there with AVX-512 (the tile library's epilogue), in the same thread."""
+    target = target or tile_target()
+    # (no k blocks: the epilogue follows all of k, so the fusing index is outside k)
+    sz = dict(tile_block_sizes(M, N, K, "int8", threads), **(sizes or {}), KC=K)
+    nest, (A, B, Acc) = matmul_nest(M, N, K, "int8", c_name="Acc")
+    epi, (_, bias, Out, scale) = quantize_nest(M, N, relu, Acc)
+    s = acc.fuse((nest.create_schedule(), epi.create_schedule()), partial=2)
+    i, j, f, k = s.get_indices()
+    idx = _tile_schedule(s, i, j, k, sz, 64, K, f)
+    # the accumulators stay in their tiles across both parts (product, then epilogue)
+    plan = _tile_plan(s, target, A, B, Acc, idx, threads, c_index=f)
+    return plan, (A, B, Acc, bias, Out, scale)
 
 
 def vector_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1) -> dict:
@@ -179,9 +215,10 @@ def vector_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int
     return plan, (A, B, C)
 
 
-def quantize_plan(M: int, N: int, relu: bool = True, target=None):
-    """(plan, (Acc, bias, Out, scale)): Out = relu(int8(round(float32(Acc) * scale + bias[j])))."""
-    Acc = acc.Array(role=acc.Role.INPUT, element_type=S.int32, shape=(M, N), name="Acc")
+def quantize_nest(M: int, N: int, relu: bool = True, Acc=None):
+    """(nest, (Acc, bias, Out, scale)): Out = relu(int8(round(float32(Acc) * scale + bias[j])))."""
+    if Acc is None:
+        Acc = acc.Array(role=acc.Role.INPUT, element_type=S.int32, shape=(M, N), name="Acc")
     bias = acc.Array(role=acc.Role.INPUT, element_type=S.float32, shape=(N,), name="bias")
     Out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(M, N), name="Out")
     scale = acc.Scalar(S.float32, name="scale")
@@ -193,12 +230,18 @@ def quantize_plan(M: int, N: int, relu: bool = True, target=None):
         y = acc.cast(acc.round(acc.cast(Acc[i, j], S.float32) * scale + bias[j]), S.int8)
         Out[i, j] = acc.max(y, acc.cast(0, S.int8)) if relu else y
 
+    return nest, (Acc, bias, Out, scale)
+
+
+def quantize_plan(M: int, N: int, relu: bool = True, target=None):
+    """(plan, (Acc, bias, Out, scale)): Out = relu(int8(round(float32(Acc) * scale + bias[j])))."""
+    nest, args = quantize_nest(M, N, relu)
     plan = nest.create_plan(target or acc.Target.HOST)
     # 16 lanes: int32 sums converted, scaled and rounded in float32 lanes, saturated to int8 in
     # 32-bit lanes, narrowed as they are stored (where the target has no such vectors, the loop is
     # left to the C compiler's vectorizer, with a warning)
-    plan.vectorize(j)
-    return plan, (Acc, bias, Out, scale)
+    plan.vectorize(nest.get_indices()[1])
+    return plan, args
 
 
 def has_vector_dot(dtype: str = "int8", target=None) -> bool:
@@ -228,9 +271,14 @@ def describe_path(path: str, dtype: str = "int8") -> str:
 
 
 def reference(a, b, scale, bias, relu=True):
-    """numpy: int32 matmul, float32 scale and bias, round half to even, saturate to int8, ReLU."""
+    """numpy: int32 matmul, float32 scale and bias, round half to even, saturate to int8, ReLU.
+    float32(Acc) * scale + bias is rounded once, as the kernels' fused multiply-add does (the
+    product of two float32 values is exact in float64). Rounded twice, it differs where the sum
+    lands on a tie: at 1000^3 one element of the million (Acc 159306, scale 1/16000) came to
+    exactly 11.5 with two roundings (12) and just under it with one (11)."""
     acc32 = a.astype(np.int32) @ b.astype(np.int32)
-    y = np.rint(acc32.astype(np.float32) * np.float32(scale) + bias.astype(np.float32))
+    exact = acc32.astype(np.float32).astype(np.float64) * np.float64(np.float32(scale))
+    y = np.rint((exact + bias.astype(np.float32).astype(np.float64)).astype(np.float32))
     y = np.clip(y, -128, 127).astype(np.int8)
     return np.maximum(y, 0).astype(np.int8) if relu else y
 
@@ -246,8 +294,25 @@ def with_epilogue(name: str, product, product_args, rows: int, cols: int, relu: 
     return pkg.build(name, output_dir=out, python_module=False, progress=False)
 
 
-def build(M, N, K, threads=1, relu=True, output_dir=None, path=None):
-    """The package's two functions, and `run(a, b, bias, scale) -> int8 result`."""
+def build(M, N, K, threads=1, relu=True, output_dir=None, path=None, fused=True):
+    """The package, and `run(a, b, bias, scale) -> (int8 result, int32 sums)`: on the tile unit one
+    function (`qmm`, the fused plan), on AVX-512 (or with fused=False) two (`matmul_i8`, then
+    `quantize`)."""
+    path = path or default_path("int8")
+    if path == "amx" and fused:
+        plan, args = fused_tile_plan(M, N, K, relu, threads)
+        pkg = acc.Package()
+        pkg.add(plan, args=args, base_name="qmm")
+        lib = pkg.build("qmm", output_dir=output_dir or tempfile.mkdtemp(prefix="accpy_qmm_"), python_module=False,
+                        progress=False)
+
+        def run(a, b, bias, scale):
+            c = np.zeros((M, N), np.int32)
+            o = np.zeros((M, N), np.int8)
+            lib.qmm(a, b, c, bias, o, np.float32(scale))
+            return o, c
+
+        return lib, run
     mm, mm_args = matmul_plan(M, N, K, "int8", threads, path)
     lib = with_epilogue("matmul_i8", mm, mm_args, M, N, relu, output_dir)
 
@@ -269,6 +334,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-relu", action="store_true")
     ap.add_argument("--path", choices=("amx", "vector"), default=None,
                     help="the tile unit (its model without AMX) or AVX-512 VNNI (default: AMX if present, else VNNI)")
+    ap.add_argument("--compare", action="store_true",
+                    help="on the tile unit, also time the product and the epilogue as two functions (taking turns)")
     a = ap.parse_args(argv)
     M, N, K = (a.shape + a.shape[-1:] * 3)[:3]
     path = a.path or default_path("int8")
@@ -285,13 +352,24 @@ def main(argv=None) -> int:
     if not np.array_equal(c, x.astype(np.int32) @ y.astype(np.int32)) or not np.array_equal(out, want):
         print("MISMATCH against numpy", file=sys.stderr)
         return 1
-    ts = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        run(x, y, bias, scale)
-        ts.append(time.perf_counter() - t0)
-    t = float(np.median(ts))
-    print(f"exact against numpy; {2 * M * N * K / t / 1e9:.1f} int8 GOPS (product + epilogue, median of 5)")
+    runs = {"fused product and epilogue" if path == "amx" else "product + epilogue": run}
+    if a.compare and path == "amx":
+        _, unfused = build(M, N, K, a.threads, relu=not a.no_relu, path=path, fused=False)
+        if not np.array_equal(unfused(x, y, bias, scale)[0], want):
+            print("MISMATCH against numpy (two functions)", file=sys.stderr)
+            return 1
+        runs["product + epilogue, two functions"] = unfused
+    ts = {how: [] for how in runs}
+    for _ in range(7):  # (taking turns: drift hits all alike)
+        for how, f in runs.items():
+            t0 = time.perf_counter()
+            f(x, y, bias, scale)
+            ts[how].append(time.perf_counter() - t0)
+    first = float(np.median(next(iter(ts.values()))))
+    for n, (how, v) in enumerate(ts.items()):
+        t = float(np.median(v))
+        vs = "" if n == 0 else f"; the fused one {t / first:.2f}x as fast"
+        print(f"{'exact against numpy; ' if n == 0 else ''}{2 * M * N * K / t / 1e9:.1f} int8 GOPS ({how}, median of 7{vs})")
     return 0
 
 

@@ -479,6 +479,30 @@ def _sample_matmul_kernel(M, N, K_, path, base_name):
     return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
 
 
+def _sample_fused_kernel(M, N, K_, base_name):
+    """samples/int8_matmul.py's fused quantized matmul on the tile unit's model: the epilogue's
+    16 x 16 blocks stored from the tiles, partial ones at the edges."""
+    import sys
+
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import fused_tile_plan, reference
+
+    plan, args = fused_tile_plan(M, N, K_, relu=True, target=x86tile.emulating(acc.Target.HOST), sizes=dict(NC=48))
+
+    def inputs(rng):
+        return {"A": rng.integers(0, 256, (M, K_)).astype(np.uint8), "B": rng.integers(-128, 128, (K_, N)).astype(np.int8),
+                "Acc": np.zeros((M, N), np.int32), "bias": rng.standard_normal(N).astype(np.float32),
+                "Out": np.zeros((M, N), np.int8), "scale": np.float32(0.003)}
+
+    def oracle(v):
+        return {"Acc": v["A"].astype(np.int32) @ v["B"].astype(np.int32),
+                "Out": reference(v["A"], v["B"], v["scale"], v["bias"], relu=True)}
+
+    return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
+
+
 def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
     """Tensorized int8 matmuls on the tile unit's model (full and partial tiles, scratch blocks,
     VNNI packing of B) under AddressSanitizer and UBSan."""
@@ -489,7 +513,8 @@ def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
     kernels = [_tile_kernel(32, 32, 128, S.int8, S.int8, "tile_full"),
                _tile_kernel(37, 21, 70, S.int8, S.int8, "tile_partial"),
                _tile_kernel(5, 3, 9, S.int8, S.int8, "tile_small"),
-               _sample_matmul_kernel(37, 61, 70, "amx", "tile_blocked")]
+               _sample_matmul_kernel(37, 61, 70, "amx", "tile_blocked"),
+               _sample_fused_kernel(37, 61, 70, "tile_fused_epilogue")]
     if all(acc.Target.HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni")):
         kernels += [_sample_matmul_kernel(13, 70, 43, "vector", "vnni_tails"),
                     _sample_matmul_kernel(3, 16, 1, "vector", "vnni_one_k")]

@@ -318,3 +318,39 @@ def test_implicit_gemm_conv(tmp_path, target, threads):
     lib.conv(x, wt, got)
     _, want = reference(x, wt, 1.0, np.zeros(K, np.float32))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("shape, relu, threads", [((37, 61, 70), True, 1), ((20, 100, 33), False, 1),
+                                                  ((50, 130, 128), True, 2)])
+def test_a_fused_epilogue_quantizes_each_block_from_its_tiles(tmp_path, target, shape, relu, threads):
+    """The product and the quantizing epilogue fused on (i, j) (samples/int8_matmul.py's
+    `fused_tile_plan`): the epilogue reads the accumulator tiles, which the tile library stores to
+    16 x 16 blocks in memory, one per tile, right after the block's k loop; the statement runs on
+    the block, vectorized (AVX-512 here). Exact against numpy, partial tiles at the edges."""
+    import re
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import fused_tile_plan, reference
+
+    M, N, K = shape
+    plan, args = fused_tile_plan(M, N, K, relu, threads, target=target, sizes=dict(NC=48))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="qmm")
+    name = f"fused_{M}_{N}_{K}_{int(relu)}_{threads}"
+    lib = pkg.build(name, output_dir=str(tmp_path), python_module=False, progress=False)
+    src = (tmp_path / f"{name}.c").read_text()
+    stored = re.findall(r"accpy_amx(?:_emu)?_stored\((\d), &amx_scratch\d+\[0\], 64\)", src)
+    assert stored, "no accumulator tile stored to a block for the epilogue"
+    if acc.Target.HOST.has("avx512f"):
+        assert "_mm512_cvtepi32_ps" in src and "_mm512_roundscale_ps" in src  # the epilogue's vectors
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (M, K), dtype=np.uint8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    bias = (rng.standard_normal(N) * 3).astype(np.float32)
+    scale = np.float32(1.0 / (8 * K))
+    c = np.zeros((M, N), np.int32)
+    out = np.full((M, N), 99, np.int8)
+    lib.qmm(a, b, c, bias, out, scale)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    np.testing.assert_array_equal(out, reference(a, b, scale, bias, relu))

@@ -140,6 +140,7 @@ class CEmitter(VectorEmitter):
         self.names = names or Names()
         self.const_prefix = const_prefix
         self.lines: list = []
+        self._declared: set = set()  # buffers declared on the stack so far
 
     # -- names ------------------------------------------------------------------------------
     def var(self, v: Var) -> str:
@@ -444,10 +445,17 @@ class CEmitter(VectorEmitter):
             return
         if self._on_stack(b):
             name, ct = self.buf(b), c_type(b.dtype)
+            again = b in self._declared  # (a copy made by unrolling: a scope of its own)
+            self._declared.add(b)
+            if again:
+                self.emit("{", depth)
+                depth += 1
             self.emit(f"{ct} {name}[{self._elements(b)}] __attribute__((aligned(64)));", depth)
             if s.zero:
                 self.emit(f"memset({name}, 0, sizeof({name}));", depth)
             self.stmt(s.body, depth)
+            if again:
+                self.emit("}", depth - 1)
         else:
             name = self._heap_alloc(b, s.zero, depth)
             self.emit(f"if ({name}) {{", depth)

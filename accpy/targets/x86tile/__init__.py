@@ -79,6 +79,9 @@ class X86TileLibrary(TargetLibrary):
     def tile_calls(self, tile, first_iteration=None):
         return tiles.tile_calls(self.ops, tile)
 
+    def match_epilogue(self, loops, store, roles, layouts, what: str):
+        return tiles.match_epilogue(self.ops, loops, store, roles, layouts, what)
+
     def unmatched(self, store, what: str) -> str:
         return (f"{what}: the statement into {store.buffer.name} reads a tile register in a way the tile unit "
                 f"cannot (only C[i, j] += A[i, k] * B[k, j] and the copies of the caches)")

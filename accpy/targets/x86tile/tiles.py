@@ -25,9 +25,9 @@ from typing import Optional
 
 from ...ir.affine import Affine, to_affine
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
-from ...ir.kinds import BufferRole, HostMemory
+from ...ir.kinds import BufferRole, HostMemory, LoopKind
 from ...ir.stmt import Alloc, Evaluate, For, If, Store, block
-from ...ir.visitor import Mutator, free_vars, nodes_of
+from ...ir.visitor import Mutator, free_vars, nodes_of, walk
 from ...ir.types import ScalarType
 from . import machine as mc
 
@@ -368,6 +368,62 @@ def match_tile(loops, store, roles, layouts, what: str) -> Tile:
     else:
         op = "dpbf16ps"
     return Tile(op, tiles["C"], tiles["A"], tiles["B"])
+
+
+def match_epilogue(ops, loops, store, roles, layouts, what: str):
+    """A statement reading accumulator tiles (`Out[i, j] = f(C_cache[i, j], ...)`, inside the
+    tensorized row and column loops): each tile it reads is stored to a 16 x 16 scratch block in
+    the core's L1, and the statement runs on the block, its innermost loop vectorized (the
+    vectorize pass makes it vector code where the target has vectors for it). None when the
+    statement reads no tile."""
+    reads = [x for x in _loads(store.value) if x.buffer in layouts]
+    if not reads:
+        return None
+    lay = layouts[reads[0].buffer]
+    if lay.operand != "C" or any(x.buffer is not lay.buffer for x in reads):
+        return None
+    if store.buffer in layouts:
+        raise ValueError(f"{what}: the statement reads {lay.buffer.name} and writes {store.buffer.name}, "
+                         f"both in tile registers; an epilogue writes memory")
+    i, j = roles[0], roles[1]
+    if any(f.var not in (i, j) for f in loops) or any(as_int(f.lo) != 0 for f in loops):
+        raise ValueError(f"{what}: the loops around the statement reading {lay.buffer.name} must be the "
+                         f"tensorized row and column loops ({i.name}, {j.name}), from 0")
+    keep = {v for v in (i, j)}
+    pos, tiles = {}, []
+    for x in reads:
+        t = _tile_number(lay, x, roles, what)  # (an expression of grid loops unrolled later)
+        local = []
+        for ix in x.indices[-2:]:
+            a = to_affine(ix)
+            local.append(Affine([(v, c) for v, c in a.terms if v in keep]).to_expr())
+        key = (t, tuple(local))
+        if key not in pos:
+            s = _scratch(lay.buffer.dtype, (mc.ROWS, mc.COLSB // lay.elem_bytes))
+            pos[key] = s
+            tiles.append((t, s))
+        pos[x] = Load(pos[key], tuple(local))
+    value = _Replace({x: pos[x] for x in reads}).visit(store.value)
+    body = Store(store.buffer, store.indices, value, store.reduce)
+    for n, f in enumerate(reversed(loops)):
+        kind = LoopKind.VECTORIZED if n == 0 and f.var is j else f.kind
+        body = For(f.var, f.lo, f.hi, body, kind, f.attrs)
+    out = block(*[_call(ops["stored"], t, Load(s, (Const(0), Const(0))), mc.COLSB) for t, s in tiles], body)
+    for _, s in reversed(tiles):
+        out = Alloc(s, out, zero=False)
+    return out
+
+
+def _loads(e) -> list:
+    return [n for n in walk(e) if isinstance(n, Load)]
+
+
+class _Replace(Mutator):
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Load(self, n):
+        return self.mapping.get(n, n)
 
 
 def _tile_number(lay: Layout, x: Load, roles, what: str):
