@@ -129,7 +129,7 @@ __all__ = ["Visitor", "Mutator", "Substitute", "substitute", "free_vars", "buffe
            "Expr", "Stmt", "Buffer"]
 
 
-def _child_nodes(n):
+def child_nodes(n):
     """The IR nodes directly under `n`, in evaluation order (a store: its value, then its subscripts)."""
     if isinstance(n, (Store, VStore)):
         yield n.value
@@ -148,7 +148,7 @@ def walk(node):
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed(list(_child_nodes(n))))
+        stack.extend(reversed(list(child_nodes(n))))
 
 
 def nodes_of(node, types) -> list:

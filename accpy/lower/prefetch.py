@@ -16,7 +16,7 @@ from ..ir.affine import Affine, element_offset, to_affine
 from ..ir.expr import BinOp, Call, Const, Load, as_int, idx_op
 from ..ir.stmt import For, Prefetch, Store, block
 from ..ir.vector import VLoad, VStore
-from ..ir.visitor import Mutator, _child_nodes, free_vars, substitute
+from ..ir.visitor import Mutator, child_nodes, free_vars, substitute
 from ..targets.library import intrinsic
 
 LINE_BYTES = 64
@@ -85,7 +85,7 @@ def _direct_accesses(body, chosen) -> list:
             else:  # lanes `stride` elements apart (a gather or scatter when not 1)
                 nbytes = ((n.lanes - 1) * abs(n.stride) + 1) * size
             out.append((n.buffer, element_offset(n.buffer, n.indices), nbytes, isinstance(n, (Store, VStore))))
-        stack.extend(_child_nodes(n))
+        stack.extend(child_nodes(n))
     return out
 
 

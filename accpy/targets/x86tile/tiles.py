@@ -389,7 +389,7 @@ def match_epilogue(ops, loops, store, roles, layouts, what: str):
     if any(f.var not in (i, j) for f in loops) or any(as_int(f.lo) != 0 for f in loops):
         raise ValueError(f"{what}: the loops around the statement reading {lay.buffer.name} must be the "
                          f"tensorized row and column loops ({i.name}, {j.name}), from 0")
-    keep = {v for v in (i, j)}
+    keep = {i, j}
     pos, tiles = {}, []
     for x in reads:
         t = _tile_number(lay, x, roles, what)  # (an expression of grid loops unrolled later)
