@@ -18,8 +18,11 @@ all 9 * C / 64 steps of the reduction.
     co (NC channels) -> h -> w (16 pixels) -> co1 (16 GC channels) -> kh -> kw -> ci (64)
     -> co2 (the GC tiles, unrolled) -> ww, cc, cii (one tile operation: 16 x 16 x 64)
 
-The epilogue (scale, bias, round, saturate, ReLU) is a second function of the package, over the
-int32 result seen as a (H * W) x K matrix (int8_matmul.py's `quantize_plan`).
+On the tile unit the epilogue (scale, bias, round, saturate, ReLU) is fused with the conv on
+(h, w, co), the fusing index right outside the taps (`fused_tile_conv_plan`): each block of
+accumulator tiles is quantized as soon as its reduction is done, by the same thread. On AVX-512
+VNNI it is a second function of the package, over the int32 result seen as a (H * W) x K matrix
+(int8_matmul.py's `quantize_plan`).
 
     python samples/int8_conv.py [--size H W C K] [--threads T] [--path amx|vector] [--output-dir DIR]
 """
@@ -35,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402
-from int8_matmul import default_path, describe_path, tile_target, with_epilogue  # noqa: E402
+from int8_matmul import default_path, describe_path, quantized, tile_target, with_epilogue  # noqa: E402
 
 S = acc.ScalarType
 KH = KW = 3
@@ -66,31 +69,67 @@ def tile_conv_sizes(C: int, K: int) -> dict:
     return dict(GC=gc, NC=nc)
 
 
-def tile_conv_plan(H: int, W: int, C: int, K: int, threads: int = 1, target=None, sizes=None):
-    """(plan, (I, Wt, Acc)): the implicit GEMM on the tile unit (see the module's docstring)."""
-    target = target or tile_target()
-    sz = dict(tile_conv_sizes(C, K), **(sizes or {}))
-    nest, args = conv_nest(H, W, C, K)
-    I, Wt, Acc = args
-    h, w, co, kh, kw, ci = nest.get_indices()
-    s = nest.create_schedule()
+def _tile_conv_schedule(s, h, w, co, kh, kw, ci, sz: dict, f=None):
+    """Split and order a conv schedule (or a fused one, fusing index `f` right outside the taps)."""
     co1 = s.split(co, sz["NC"])
     ww = s.split(w, 16)
     co2 = s.split(co1, 16 * sz["GC"])
     cc = s.split(co2, 16)
     cii = s.split(ci, 64)
-    s.reorder(co, h, w, co1, kh, kw, ci, co2, ww, cc, cii)
+    s.reorder(co, h, w, co1, *((f,) if f is not None else ()), kh, kw, ci, co2, ww, cc, cii)
+    return co2, ww, cc, cii
+
+
+def _tile_conv_plan(s, target, I, Wt, Acc, idx, h, acc_index, threads: int):
+    co2, ww, cc, cii = idx
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
     packed = plan.cache(Wt, index=h, layout=acc.Array.Layout.VNNI)  # once per NC block of channels
-    plan.cache(Acc, index=kh, location=tile)  # the accumulators stay in tiles through the reduction
+    plan.cache(Acc, index=acc_index, location=tile)  # the accumulators stay in tiles through the reduction
     plan.cache(I, index=co2, location=tile)
     plan.cache(packed, index=co2, location=tile)
     plan.unroll(co2)
     plan.tensorize(indices=(ww, cc, cii))
     if threads > 1:
         plan.parallelize(indices=(h,), max_threads=threads)
-    return plan, args
+    return plan
+
+
+def tile_conv_plan(H: int, W: int, C: int, K: int, threads: int = 1, target=None, sizes=None):
+    """(plan, (I, Wt, Acc)): the implicit GEMM on the tile unit (see the module's docstring)."""
+    target = target or tile_target()
+    sz = dict(tile_conv_sizes(C, K), **(sizes or {}))
+    nest, (I, Wt, Acc) = conv_nest(H, W, C, K)
+    h, w, co, kh, kw, ci = nest.get_indices()
+    s = nest.create_schedule()
+    idx = _tile_conv_schedule(s, h, w, co, kh, kw, ci, sz)
+    return _tile_conv_plan(s, target, I, Wt, Acc, idx, h, kh, threads), (I, Wt, Acc)
+
+
+def fused_tile_conv_plan(H: int, W: int, C: int, K: int, relu: bool = True, threads: int = 1, target=None,
+                         sizes=None):
+    """(plan, (I, Wt, Acc, bias, Out, scale)): the conv and its quantizing epilogue in one function,
+    fused on (h, w, co) with the fusing index right outside the taps: each block of accumulator
+    tiles is quantized by the tile library's epilogue as soon as its reduction is done."""
+    target = target or tile_target()
+    sz = dict(tile_conv_sizes(C, K), **(sizes or {}))
+    nest, (I, Wt, Acc) = conv_nest(H, W, C, K)
+    bias = acc.Array(role=acc.Role.INPUT, element_type=S.float32, shape=(K,), name="bias")
+    Out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(H, W, K), name="Out")
+    scale = acc.Scalar(S.float32, name="scale")
+    epi = acc.Nest(shape=(H, W, K))
+    eh, ew, ec = epi.get_indices()
+
+    @epi.iteration_logic
+    def _():
+        y = acc.cast(acc.round(acc.cast(Acc[eh, ew, ec], S.float32) * scale + bias[ec]), S.int8)
+        Out[eh, ew, ec] = acc.max(y, acc.cast(0, S.int8)) if relu else y
+
+    s = acc.fuse((nest.create_schedule(), epi.create_schedule()), partial=3)
+    h, w, co, f, kh, kw, ci = s.get_indices()
+    idx = _tile_conv_schedule(s, h, w, co, kh, kw, ci, sz, f)
+    plan = _tile_conv_plan(s, target, I, Wt, Acc, idx, h, f, threads)
+    return plan, (I, Wt, Acc, bias, Out, scale)
 
 
 def vector_conv_plan(H: int, W: int, C: int, K: int, threads: int = 1, target=None, sizes=None):
@@ -127,15 +166,28 @@ def reference(x, wt, scale, bias, relu=True):
         for b in range(KW):
             acc32 += x[a:a + H, b:b + W].astype(np.int64) @ wt[a, b].astype(np.int64)
     acc32 = acc32.astype(np.int32)
-    y = np.rint(acc32.astype(np.float32) * np.float32(scale) + bias.astype(np.float32))
-    y = np.clip(y, -128, 127).astype(np.int8)
-    return (np.maximum(y, 0).astype(np.int8) if relu else y), acc32
+    return quantized(acc32, scale, bias, relu), acc32
 
 
 def build(H, W, C, K, threads=1, relu=True, output_dir=None, path=None):
-    """The package (conv and epilogue), and `run(x, wt, bias, scale) -> (int8 result, int32 sums)`."""
+    """The package, and `run(x, wt, bias, scale) -> (int8 result, int32 sums)`: on the tile unit one
+    function (`qconv`, the fused plan), on AVX-512 two (`conv_i8`, then `quantize`)."""
     path = path or default_path("int8")
-    make = tile_conv_plan if path == "amx" else vector_conv_plan
+    if path == "amx":
+        plan, args = fused_tile_conv_plan(H, W, C, K, relu, threads)
+        pkg = acc.Package()
+        pkg.add(plan, args=args, base_name="qconv")
+        lib = pkg.build("qconv", output_dir=output_dir or tempfile.mkdtemp(prefix="accpy_qconv_"),
+                        python_module=False, progress=False)
+
+        def run(x, wt, bias, scale):
+            c = np.zeros((H, W, K), np.int32)
+            o = np.zeros((H, W, K), np.int8)
+            lib.qconv(x, wt, c, bias, o, np.float32(scale))
+            return o, c
+
+        return lib, run
+    make = vector_conv_plan
     conv, conv_args = make(H, W, C, K, threads)
     lib = with_epilogue("conv_i8", conv, conv_args, H * W, K, relu, output_dir)
 

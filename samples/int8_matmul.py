@@ -271,12 +271,16 @@ def describe_path(path: str, dtype: str = "int8") -> str:
 
 
 def reference(a, b, scale, bias, relu=True):
-    """numpy: int32 matmul, float32 scale and bias, round half to even, saturate to int8, ReLU.
-    float32(Acc) * scale + bias is rounded once, as the kernels' fused multiply-add does (the
-    product of two float32 values is exact in float64). Rounded twice, it differs where the sum
-    lands on a tie: at 1000^3 one element of the million (Acc 159306, scale 1/16000) came to
-    exactly 11.5 with two roundings (12) and just under it with one (11)."""
-    acc32 = a.astype(np.int32) @ b.astype(np.int32)
+    """numpy: int32 matmul, float32 scale and bias, round half to even, saturate to int8, ReLU."""
+    return quantized(a.astype(np.int32) @ b.astype(np.int32), scale, bias, relu)
+
+
+def quantized(acc32, scale, bias, relu=True):
+    """numpy: the epilogue of int32 sums (bias along the last axis). float32(Acc) * scale + bias is
+    rounded once, as the kernels' fused multiply-add does (the product of two float32 values is
+    exact in float64). Rounded twice, it differs where the sum lands on a tie: at 1000^3 one
+    element of the million (Acc 159306, scale 1/16000) came to exactly 11.5 with two roundings
+    (12) and just under it with one (11)."""
     exact = acc32.astype(np.float32).astype(np.float64) * np.float64(np.float32(scale))
     y = np.rint((exact + bias.astype(np.float32).astype(np.float64)).astype(np.float32))
     y = np.clip(y, -128, 127).astype(np.int8)

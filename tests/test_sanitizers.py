@@ -503,6 +503,31 @@ def _sample_fused_kernel(M, N, K_, base_name):
     return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
 
 
+def _sample_fused_conv_kernel(H, W, C, K_, base_name):
+    """samples/int8_conv.py's fused quantized conv on the tile unit's model (a partial tile of
+    pixels, the epilogue's blocks stored from the tiles)."""
+    import sys
+
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_conv import fused_tile_conv_plan, reference
+
+    plan, args = fused_tile_conv_plan(H, W, C, K_, relu=False, target=x86tile.emulating(acc.Target.HOST))
+
+    def inputs(rng):
+        return {"I": rng.integers(0, 256, (H + 2, W + 2, C)).astype(np.uint8),
+                "Wt": rng.integers(-128, 128, (3, 3, C, K_)).astype(np.int8), "Acc": np.zeros((H, W, K_), np.int32),
+                "bias": rng.standard_normal(K_).astype(np.float32), "Out": np.zeros((H, W, K_), np.int8),
+                "scale": np.float32(1.0 / (32 * 9 * C))}
+
+    def oracle(v):
+        out, sums = reference(v["I"], v["Wt"], v["scale"], v["bias"], relu=False)
+        return {"Acc": sums, "Out": out}
+
+    return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
+
+
 def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
     """Tensorized int8 matmuls on the tile unit's model (full and partial tiles, scratch blocks,
     VNNI packing of B) under AddressSanitizer and UBSan."""
@@ -514,7 +539,8 @@ def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
                _tile_kernel(37, 21, 70, S.int8, S.int8, "tile_partial"),
                _tile_kernel(5, 3, 9, S.int8, S.int8, "tile_small"),
                _sample_matmul_kernel(37, 61, 70, "amx", "tile_blocked"),
-               _sample_fused_kernel(37, 61, 70, "tile_fused_epilogue")]
+               _sample_fused_kernel(37, 61, 70, "tile_fused_epilogue"),
+               _sample_fused_conv_kernel(3, 20, 64, 32, "tile_fused_conv")]
     if all(acc.Target.HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni")):
         kernels += [_sample_matmul_kernel(13, 70, 43, "vector", "vnni_tails"),
                     _sample_matmul_kernel(3, 16, 1, "vector", "vnni_one_k")]
