@@ -56,37 +56,28 @@ def measure(name, strategy, args, examples, seed):
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
-    spent = {"build": 0.0, "reference": 0.0}
+    spent = {"build": 0.0, "reference": 0.0, "precompile": 0.0}
     count = [0]
     real_run = asserts.run
 
-    def timed_run(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return real_run(*a, **kw)
-        finally:
-            spent["build"] += time.perf_counter() - t  # build + call (the call is microseconds)
+    def timed(fn, key):
+        """`fn`, adding its time to spent[key]."""
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[key] += time.perf_counter() - t
+        return wrapper
 
     from accpy.nest import reference
     from accpy.package import compile as compiling
 
     real_eval = reference.evaluate
     real_pch = compiling.prelude_pch
-    spent["precompile"] = 0.0
-
-    def timed_pch(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return real_pch(*a, **kw)
-        finally:
-            spent["precompile"] += time.perf_counter() - t
-
-    def timed_eval(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return real_eval(*a, **kw)
-        finally:
-            spent["reference"] += time.perf_counter() - t
+    timed_run = timed(real_run, "build")  # build + call (the call is microseconds)
+    timed_pch = timed(real_pch, "precompile")
+    timed_eval = timed(real_eval, "reference")
 
     @hseed(seed)
     @given(x=strategy, data=at.arrays(args))

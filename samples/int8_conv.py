@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402
-from int8_matmul import default_path, describe_path, quantized, tile_target, with_epilogue  # noqa: E402
+from int8_matmul import build_one, default_path, describe_path, quantized, tile_target, with_epilogue  # noqa: E402
 
 S = acc.ScalarType
 KH = KW = 3
@@ -174,11 +174,7 @@ def build(H, W, C, K, threads=1, relu=True, output_dir=None, path=None):
     function (`qconv`, the fused plan), on AVX-512 two (`conv_i8`, then `quantize`)."""
     path = path or default_path("int8")
     if path == "amx":
-        plan, args = fused_tile_conv_plan(H, W, C, K, relu, threads)
-        pkg = acc.Package()
-        pkg.add(plan, args=args, base_name="qconv")
-        lib = pkg.build("qconv", output_dir=output_dir or tempfile.mkdtemp(prefix="accpy_qconv_"),
-                        python_module=False, progress=False)
+        lib = build_one("qconv", *fused_tile_conv_plan(H, W, C, K, relu, threads), output_dir)
 
         def run(x, wt, bias, scale):
             c = np.zeros((H, W, K), np.int32)

@@ -158,7 +158,7 @@ def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1,
     converted there with AVX-512 (the tile library's epilogue), in the same thread."""
     target = target or tile_target()
     # (no k blocks: the epilogue follows all of k, so the fusing index is outside k)
-    sz = dict(tile_block_sizes(M, N, K, "int8", threads), **(sizes or {}), KC=K)
+    sz = {**tile_block_sizes(M, N, K, "int8", threads), **(sizes or {}), "KC": K}
     nest, (A, B, Acc) = matmul_nest(M, N, K, "int8", c_name="Acc")
     epi, (_, bias, Out, scale) = quantize_nest(M, N, relu, Acc)
     s = acc.fuse((nest.create_schedule(), epi.create_schedule()), partial=2)
@@ -298,17 +298,21 @@ def with_epilogue(name: str, product, product_args, rows: int, cols: int, relu: 
     return pkg.build(name, output_dir=out, python_module=False, progress=False)
 
 
+def build_one(name: str, plan, args, output_dir=None):
+    """A package of one function `name`, built (in a temporary folder unless `output_dir`)."""
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name=name)
+    return pkg.build(name, output_dir=output_dir or tempfile.mkdtemp(prefix=f"accpy_{name}_"), python_module=False,
+                     progress=False)
+
+
 def build(M, N, K, threads=1, relu=True, output_dir=None, path=None, fused=True):
     """The package, and `run(a, b, bias, scale) -> (int8 result, int32 sums)`: on the tile unit one
     function (`qmm`, the fused plan), on AVX-512 (or with fused=False) two (`matmul_i8`, then
     `quantize`)."""
     path = path or default_path("int8")
     if path == "amx" and fused:
-        plan, args = fused_tile_plan(M, N, K, relu, threads)
-        pkg = acc.Package()
-        pkg.add(plan, args=args, base_name="qmm")
-        lib = pkg.build("qmm", output_dir=output_dir or tempfile.mkdtemp(prefix="accpy_qmm_"), python_module=False,
-                        progress=False)
+        lib = build_one("qmm", *fused_tile_plan(M, N, K, relu, threads), output_dir)
 
         def run(a, b, bias, scale):
             c = np.zeros((M, N), np.int32)

@@ -12,7 +12,8 @@ measured slower). The MR rows of A (MR x KC: 24 KiB) stay close while they meet 
 of the B block, which streams from L2 (with the panels outside the rows, both streamed from L2:
 measured on a Xeon at 2048^3, one thread, 129-142 -> 151-158 GFLOP/s); each kk iteration
 prefetches the B lines it will read 8 iterations later (`plan.prefetch`; measured on a Xeon,
-medians of 15 interleaved runs: +2 to +4% on one thread at 256^3-2048^3, +8 to +12% on two).
+medians of 15 interleaved runs: +2 to +5% on one thread at 256^3-2048^3 and 1000^3 (one run at 2048^3:
++0.5%; none at 511x513x257), +6 to +12% on two).
 The outer j (or i) loop runs on all cores.
 
     python samples/optimized_matmul.py [M N K] [--threads T] [--output-dir DIR]

@@ -12,11 +12,12 @@ from accpy.nest.reference import evaluate
 ST = acc.ScalarType
 
 
-def matmul(element_type=ST.int32):
-    A = acc.Array(role=acc.Role.INPUT, shape=(3, 15), element_type=element_type, name="A")
-    B = acc.Array(role=acc.Role.INPUT, shape=(15, 12), element_type=element_type, name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(3, 12), element_type=element_type, name="C")
-    nest = acc.Nest(shape=(3, 12, 15))
+def matmul(element_type=ST.int32, shape=(3, 12, 15)):
+    M, N, K = shape
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, K), element_type=element_type, name="A")
+    B = acc.Array(role=acc.Role.INPUT, shape=(K, N), element_type=element_type, name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N), element_type=element_type, name="C")
+    nest = acc.Nest(shape=shape)
     i, j, k = nest.get_indices()
 
     @nest.iteration_logic
@@ -465,17 +466,7 @@ def test_a_one_column_tail_of_a_register_tile_stays_in_registers():
     piece (as scalar code, its elements were the cache's memory, and so in the full tiles too)."""
     from accpy.testing import assert_matches_reference
 
-    M, N, K = 6, 17, 4
-    A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += A[i, k] * B[k, j]
-
+    nest, (A, B, C), (i, j, k) = matmul(ST.float32, shape=(6, 17, 4))
     s = nest.create_schedule()
     jj = s.split(j, 16)
     s.reorder(j, i, k, jj)

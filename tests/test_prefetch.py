@@ -3,6 +3,8 @@ iterations later. A hint: results never change; the C shows which lines are aske
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,18 +12,15 @@ import pytest
 import accpy as acc
 from accpy.testing import assert_equivalent
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+from abi.kernels import mixed_matmul_nest  # noqa: E402
+
+F32 = acc.ScalarType.float32
+
 
 def _matmul(M=64, N=64, K=64, vector=16, panel=None):
-    A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += A[i, k] * B[k, j]
-
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, F32, F32, F32)
     s = nest.create_schedule()
     jj = s.split(j, panel or 2 * vector)
     kk = s.split(k, 16)
@@ -129,26 +128,20 @@ def test_results_do_not_change(distance):
     assert_equivalent(s, p, (A, B, C), opt="-O3")
 
 
-def test_the_sgemm_sample_prefetches_its_packed_block():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+def test_the_sgemm_sample_prefetches_its_packed_block(tmp_path):
     from optimized_matmul import matmul_plan
 
     plan, args = matmul_plan(64, 200, 900, threads=1)
     code = plan.emit_c()
     got = _prefetches(_loop_body(code, "kk"))
     assert len(got) == 3 and {g[0] for g in got} == {"B_cache"}  # 8 x 48 micro-tiles: three lines ahead
-    a, b, c = (np.random.default_rng(0).standard_normal(s, dtype=np.float32) for s in ((64, 900), (900, 200), (64, 200)))
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s, dtype=np.float32) for s in ((64, 900), (900, 200), (64, 200)))
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="sgemm")
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        lib = pkg.build("pf_sgemm", output_dir=d, python_module=False)
-        want = c + a @ b
-        lib.sgemm(a, b, c)
+    lib = pkg.build("pf_sgemm", output_dir=tmp_path, python_module=False)
+    want = c + a @ b
+    lib.sgemm(a, b, c)
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)
 
 
@@ -197,10 +190,6 @@ def test_prefetch_waits_for_parameter_values(tmp_path):
 def test_tile_loads_prefetch_every_row_of_their_tiles():
     # an intrinsic declares the memory it reads (a tile load: 16 rows of 64 bytes, `stride` apart):
     # prefetching A in the k loop of the tile matmul asks for each row of the next A tile
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
     from int8_matmul import tile_matmul_plan
 
     plan, (A, B, C) = tile_matmul_plan(64, 96, 256, "int8", 1)
@@ -213,10 +202,6 @@ def test_tile_loads_prefetch_every_row_of_their_tiles():
 
 
 def test_tile_matmul_with_prefetches_is_exact(tmp_path):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
     from int8_matmul import tile_matmul_plan
 
     plan, (A, B, C) = tile_matmul_plan(40, 70, 200, "int8", 1)

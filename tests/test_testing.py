@@ -53,17 +53,24 @@ def test_transforms_are_limited_to_those_asked(schedule):
     assert all(op in ("split", "reorder") for op, *_ in schedule._commands)
 
 
-def test_ordered_nest_only_gets_legal_schedules():
-    """A running sum is not order-invariant: reorders and skews that change it are skipped."""
-    from hypothesis import find
-
-    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(9, 9), name="X")
-    nest = acc.Nest(shape=(8, 8))
+def _ordered_nest(n):
+    """(nest, X, (i, j)): X[i + 1, j] = X[i, j + 1] + 1 over n x n, whose order matters."""
+    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n + 1, n + 1), name="X")
+    nest = acc.Nest(shape=(n, n))
     i, j = nest.get_indices()
 
     @nest.iteration_logic
     def _():
         X[i + 1, j] = X[i, j + 1] + 1.0
+
+    return nest, X, (i, j)
+
+
+def test_ordered_nest_only_gets_legal_schedules():
+    """A running sum is not order-invariant: reorders and skews that change it are skipped."""
+    from hypothesis import find
+
+    nest, X, (i, j) = _ordered_nest(8)
 
     from hypothesis.errors import NoSuchExample
 
@@ -190,13 +197,7 @@ def test_a_wrong_schedule_is_caught_and_shrunk_to_a_short_replay():
     drawn transforms away, and the message replays the short schedule that is left."""
     from hypothesis import Phase
 
-    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(7, 7), name="X")
-    nest = acc.Nest(shape=(6, 6))
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        X[i + 1, j] = X[i, j + 1] + 1.0
+    nest, X, (i, j) = _ordered_nest(6)
 
     wrong = nest.create_schedule()
     wrong.reorder(j, i, unsafe=True)  # the bug: each row reads the previous one before it is written

@@ -44,7 +44,7 @@ def _chooser(req, roots):
 def _intrinsic_rows(n: Call, chosen) -> Optional[list]:
     """The rows an intrinsic call touches through its pointer arguments (its library's
     `footprint`), as accesses; None when it declares none."""
-    intr = intrinsic(n.fn) if "." in n.fn else None
+    intr = intrinsic(n.fn)
     if intr is None or intr.footprint is None:
         return None
     args = dict(zip(intr.params, n.args))

@@ -57,8 +57,12 @@ def prefetch_requests(plan) -> tuple:
     out = []
     for source, index, distance, locality in plan._prefetches:
         is_array = isinstance(source, Array)
-        name = source.name if is_array else f"the cache of {source.array.name} at {source.index.name}" \
-            if source.index is not None else f"a cache of {source.array.name}"
+        if is_array:
+            name = source.name
+        elif source.index is not None:
+            name = f"the cache of {source.array.name} at {source.index.name}"
+        else:
+            name = f"a cache of {source.array.name}"
         out.append(PrefetchRequest(
             array=source.buffer if is_array else None, cache_key=None if is_array else key[id(source)],
             var=plan._dim_var(index), distance=distance, locality=locality,

@@ -27,7 +27,7 @@ from ...ir.affine import Affine, to_affine
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
 from ...ir.kinds import BufferRole, HostMemory, LoopKind
 from ...ir.stmt import Alloc, Evaluate, For, If, Store, block
-from ...ir.visitor import Mutator, free_vars, nodes_of, walk
+from ...ir.visitor import Mutator, free_vars, nodes_of
 from ...ir.types import ScalarType
 from . import machine as mc
 
@@ -376,7 +376,7 @@ def match_epilogue(ops, loops, store, roles, layouts, what: str):
     the core's L1, and the statement runs on the block, its innermost loop vectorized (the
     vectorize pass makes it vector code where the target has vectors for it). None when the
     statement reads no tile."""
-    reads = [x for x in _loads(store.value) if x.buffer in layouts]
+    reads = [x for x in nodes_of(store.value, Load) if x.buffer in layouts]
     if not reads:
         return None
     lay = layouts[reads[0].buffer]
@@ -389,33 +389,25 @@ def match_epilogue(ops, loops, store, roles, layouts, what: str):
     if any(f.var not in (i, j) for f in loops) or any(as_int(f.lo) != 0 for f in loops):
         raise ValueError(f"{what}: the loops around the statement reading {lay.buffer.name} must be the "
                          f"tensorized row and column loops ({i.name}, {j.name}), from 0")
-    keep = {i, j}
-    pos, tiles = {}, []
+    blocks, at = {}, {}  # tile number -> its scratch block; each read -> the element it reads there
     for x in reads:
         t = _tile_number(lay, x, roles, what)  # (an expression of grid loops unrolled later)
-        local = []
-        for ix in x.indices[-2:]:
-            a = to_affine(ix)
-            local.append(Affine([(v, c) for v, c in a.terms if v in keep]).to_expr())
-        key = (t, tuple(local))
-        if key not in pos:
-            s = _scratch(lay.buffer.dtype, (mc.ROWS, mc.COLSB // lay.elem_bytes))
-            pos[key] = s
-            tiles.append((t, s))
-        pos[x] = Load(pos[key], tuple(local))
-    value = _Replace({x: pos[x] for x in reads}).visit(store.value)
+        if t not in blocks:
+            blocks[t] = _scratch(lay.buffer.dtype, (mc.ROWS, mc.COLSB // lay.elem_bytes))
+        # within the tile: the subscripts' terms in the tensorized row and column loops
+        local = tuple(Affine([(v, c) for v, c in to_affine(ix).terms if v in (i, j)]).to_expr()
+                      for ix in x.indices[-2:])
+        at[x] = Load(blocks[t], local)
+    value = _Replace(at).visit(store.value)
     body = Store(store.buffer, store.indices, value, store.reduce)
     for n, f in enumerate(reversed(loops)):
         kind = LoopKind.VECTORIZED if n == 0 and f.var is j else f.kind
         body = For(f.var, f.lo, f.hi, body, kind, f.attrs)
-    out = block(*[_call(ops["stored"], t, Load(s, (Const(0), Const(0))), mc.COLSB) for t, s in tiles], body)
-    for _, s in reversed(tiles):
+    out = block(*[_call(ops["stored"], t, Load(s, (Const(0), Const(0))), mc.COLSB) for t, s in blocks.items()],
+                body)
+    for s in reversed(list(blocks.values())):
         out = Alloc(s, out, zero=False)
     return out
-
-
-def _loads(e) -> list:
-    return [n for n in walk(e) if isinstance(n, Load)]
 
 
 class _Replace(Mutator):
