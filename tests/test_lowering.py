@@ -478,3 +478,35 @@ def test_a_one_column_tail_of_a_register_tile_stays_in_registers():
     assert "C_cache[" not in code and "__m512 C_cache_0" in code
     assert re.search(r"C_cache_0 = _mm512_maskz_loadu_ps\(\(\(__mmask16\)\(\(1u << \(1\)\) - 1u\)\), &C\[16\]\)", code)
     assert_matches_reference(p, (A, B, C))
+
+
+def test_simplify_folds_conditions_the_loop_ranges_decide():
+    """A guard that the ranges of the loops around it decide is folded (the k-blocked pack of a
+    VNNI cache had `2 * x < 512` inside `for x in [0, 256)` left in its vector loop); one that
+    they do not decide stays, and so does one over a loop with a runtime bound."""
+    from accpy.ir.expr import BinOp, Const, Var
+    from accpy.ir.stmt import Block, Evaluate, For, If
+    from accpy.ir.types import ScalarType as T
+    from accpy.ir.visitor import nodes_of
+    from accpy.lower.simplify import simplify
+
+    x, n = Var("x"), Var("n")
+
+    def cmp(op, a, b):
+        return BinOp(op, a, b, T.bool)
+
+    def twice(v, c=0):
+        return BinOp("add", BinOp("mul", Const(2, T.index), v, T.index), Const(c, T.index), T.index)
+
+    def guarded(cond, hi=Const(256, T.index)):
+        body = If(cond, Evaluate(Const(1, T.int32)), Evaluate(Const(2, T.int32)))
+        return simplify(For(x, Const(0, T.index), hi, Block((body,))))
+
+    def kept(stmt):
+        return {node.value.value for node in nodes_of(stmt, Evaluate)}
+
+    assert kept(guarded(cmp("lt", twice(x, 1), Const(512, T.index)))) == {1}  # max 511 < 512
+    assert kept(guarded(cmp("ge", twice(x), Const(512, T.index)))) == {2}
+    assert kept(guarded(cmp("ne", x, Const(300, T.index)))) == {1}
+    assert kept(guarded(cmp("lt", twice(x), Const(300, T.index)))) == {1, 2}  # true for some x only
+    assert kept(guarded(cmp("lt", x, Const(8, T.index)), hi=n)) == {1, 2}  # runtime bound: unknown

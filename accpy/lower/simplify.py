@@ -2,7 +2,9 @@
 replace single-iteration loops by their one value.
 
 Guarantees afterwards: no loop with a constant trip count <= 1 remains, index
-expressions are in canonical affine form, and constant conditions are folded.
+expressions are in canonical affine form, and constant conditions are folded, also those
+decided by the ranges of the loops around them (constant bounds): `2 * x < 512` inside
+`for x in [0, 256)` is true.
 """
 from __future__ import annotations
 
@@ -18,6 +20,18 @@ class Simplify(Mutator):
     def __init__(self, keep=(), keep_innermost=()):
         self.keep = set(keep)  # loop vars whose loops stay even with one iteration
         self.keep_innermost = set(keep_innermost)  # the same, when no loop is inside them
+        self.ranges: dict = {}  # loop var -> (first, last) of the loops around, where constant
+
+    def _bounds(self, a):
+        """(min, max) of affine `a` over the known loop ranges, or None."""
+        lo = hi = a.const
+        for v, c in a.terms:
+            r = self.ranges.get(v)
+            if r is None:
+                return None
+            lo += c * (r[0] if c > 0 else r[1])
+            hi += c * (r[1] if c > 0 else r[0])
+        return lo, hi
 
     def visit_BinOp(self, e: BinOp):
         e = self.generic_visit(e)
@@ -33,10 +47,15 @@ class Simplify(Mutator):
                     return e.a
         if e.dtype is ScalarType.bool and e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
             d = to_affine(BinOp("sub", e.a, e.b, ScalarType.index)) if e.a.dtype.is_int else None
-            if d is not None and d.is_const:
-                x = d.const
-                val = {"lt": x < 0, "le": x <= 0, "gt": x > 0, "ge": x >= 0, "eq": x == 0, "ne": x != 0}[e.op]
-                return Const(val, ScalarType.bool)
+            b = self._bounds(d) if d is not None else None
+            if b is not None:
+                lo, hi = b  # of a - b
+                val = {"lt": (hi < 0) or (False if lo >= 0 else None), "le": (hi <= 0) or (False if lo > 0 else None),
+                       "gt": (lo > 0) or (False if hi <= 0 else None), "ge": (lo >= 0) or (False if hi < 0 else None),
+                       "eq": True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None),
+                       "ne": False if lo == hi == 0 else (True if lo > 0 or hi < 0 else None)}[e.op]
+                if val is not None:
+                    return Const(val, ScalarType.bool)
         if e.op == "land":
             if isinstance(e.a, Const):
                 return e.b if e.a.value else e.a
@@ -53,7 +72,18 @@ class Simplify(Mutator):
             if trip.const == 1 and f.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and f.var not in self.keep \
                     and not (f.var in self.keep_innermost and not nodes_of(f.body, For)):
                 return self.visit(substitute(f.body, {f.var: lo}))
-        body = self.visit(f.body)
+        la, ha = to_affine(lo), to_affine(hi)
+        known = la is not None and ha is not None and la.is_const and ha.is_const and ha.const > la.const
+        saved = self.ranges.get(f.var)
+        if known:
+            self.ranges[f.var] = (la.const, ha.const - 1)
+        try:
+            body = self.visit(f.body)
+        finally:
+            if saved is None:
+                self.ranges.pop(f.var, None)
+            else:
+                self.ranges[f.var] = saved
         if isinstance(body, Block) and not body.stmts:
             return Block(())
         if lo is f.lo and hi is f.hi and body is f.body:
