@@ -55,13 +55,14 @@ def tile_target():
 def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1) -> dict:
     """GR x GC tiles of C (1 x 3: one A tile meets three B tiles; measured fastest here), and NC
     columns of B per packed block: the K x NC block takes about 1 MiB (half of a core's L2: from
-    half that to a quarter more, for one block per thread); with threads, the NC whose busiest
-    thread has the fewest columns (then the widest).
+    half that to a quarter more).
     A packed group row (NC * 4 bytes) a multiple of 1 KiB is avoided: the 16 rows of a B tile
     would fall into a few cache sets (measured: bf16 1024^3 at half speed).
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
     so that the block keeps 240 columns rather than 96: measured on a Xeon, 11% faster, 9 and 15
-    interleaved runs); the C tiles are then loaded and stored once per k block."""
+    interleaved runs); the C tiles are then loaded and stored once per k block.
+    With threads, one block per thread where it fits (NC = N / threads in whole tiles), else the
+    NC whose busiest thread has the fewest columns (then the widest)."""
     gr, gc = 1, 3
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
@@ -75,8 +76,18 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
         busiest = min(N, -(-blocks // threads) * nc)
         return (busiest, nc * 4 % 1024 == 0 and nc < N, -nc)
 
-    even = -(-N // (threads * step)) * step  # one block per thread
-    top = even if threads > 1 and even <= cap * 5 // 4 else cap
+    even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
+    if threads > 1 and even <= cap * 5 // 4 and (even % 48 == 0 or (even % 32 == 0 and KC >= 8 * depth)):
+        # 1 x 2 steps where 1 x 3 ones do not fill the block, unless k is short (measured on a Xeon,
+        # 2 threads, 7 rounds taking turns with MKL, against blocks of 1 x 3 steps sized to a
+        # multiple of 48: bf16 256^3 +7%, 512^3 +24%, 1000^3 +2%, 1024^3 -0%; int8 512^3 -3%,
+        # 1000^3 +12%, 1024^3 +11%; int8 256^3, 4 steps of k: -20%, so not there)
+        return dict(GR=gr, GC=3 if even % 48 == 0 else 2, NC=even, KC=KC)
+    if threads > 1 and even % 48 and even % 32 and even <= cap * 5 // 4:
+        # whole tiles but neither step fills the block: one block per thread all the same
+        # (511 x 513 x 257 on 2 threads, blocks of 272 and 241 against 288 and 225: bf16 +8%, int8 +5%)
+        return dict(GR=gr, GC=gc, NC=even, KC=KC)
+    top = -(-even // step) * step if threads > 1 and even <= cap * 5 // 4 else cap
     nc = min(range(max(step, cap // 2 // step * step), top + 1, step), key=cost)
     return dict(GR=gr, GC=gc, NC=nc, KC=KC)
 

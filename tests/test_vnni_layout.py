@@ -172,3 +172,33 @@ def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
     assert tile_block_sizes(4096, 4096, 4096, "bf16") == dict(GR=1, GC=3, NC=240, KC=2048)
     assert tile_block_sizes(4096, 4096, 4096, "int8")["KC"] == 4096  # 4 KiB rows: one block
     assert tile_block_sizes(1000, 1000, 1000, "bf16")["KC"] == 1000
+
+
+def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
+    """With threads, one block of columns per thread where it fits the cache: in 1 x 3 steps when
+    they fill it, else in 1 x 2 steps (unless k is short), else 1 x 3 steps with a partial last one;
+    one thread's sizes do not change. The 1 x 2 grid with two threads is exact on the model."""
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes, tile_matmul_plan
+
+    assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512)
+    assert tile_block_sizes(1000, 1000, 1000, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1000)
+    assert tile_block_sizes(96, 96, 256, "int8", 2)["GC"] == 3 and tile_block_sizes(96, 96, 256, "int8", 2)["NC"] == 48
+    assert tile_block_sizes(256, 256, 256, "int8", 2)["GC"] == 3  # 4 steps of k: 1 x 3 blocks
+    assert tile_block_sizes(511, 513, 257, "bf16", 2) == dict(GR=1, GC=3, NC=272, KC=257)
+    assert tile_block_sizes(512, 512, 512, "bf16", 1)["GC"] == 3
+    M, N, K = 40, 100, 520  # blocks of 64 and 36 columns: 1 x 2 steps, a partial tile, a k tail
+    sizes = tile_block_sizes(M, N, K, "int8", 2)
+    assert sizes["GC"] == 2 and sizes["NC"] == 64, sizes
+    plan, args = tile_matmul_plan(M, N, K, "int8", 2, target=x86tile.emulating(acc.Target.HOST))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build("threads_1x2", output_dir=str(tmp_path), python_module=False, progress=False)
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    c = np.zeros((M, N), np.int32)
+    lib.mm(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
