@@ -53,43 +53,52 @@ def tile_target():
 
 
 def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1) -> dict:
-    """GR x GC tiles of C (1 x 3: one A tile meets three B tiles; measured fastest here), and NC
-    columns of B per packed block: the K x NC block takes about 1 MiB (half of a core's L2: from
-    half that to a quarter more).
-    A packed group row (NC * 4 bytes) a multiple of 1 KiB is avoided: the 16 rows of a B tile
-    would fall into a few cache sets (measured: bf16 1024^3 at half speed).
+    """GR x GC tiles of C (1 x 3: one A tile meets three B tiles; measured fastest here), NC
+    columns of B per packed block and KC rows of k per block. Measured on a Xeon, ratios to MKL
+    with the two taking turns (7 rounds).
+
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
-    so that the block keeps 240 columns rather than 96: measured on a Xeon, 11% faster, 9 and 15
-    interleaved runs); the C tiles are then loaded and stored once per k block.
-    With threads, one block per thread where it fits (NC = N / threads in whole tiles), else the
-    NC whose busiest thread has the fewest columns (then the widest)."""
+    so that the block keeps 240 columns rather than 96: 11% faster); the C tiles are then loaded
+    and stored once per k block.
+    NC, one thread: the fewest K x NC blocks of at most 1.1 MiB (about half of a core's L2; bf16
+    2048^3 in 1.18 MiB blocks: -9%), then the last block least short of the others (a narrow last
+    block re-reads all of A for a few columns: bf16 1000^3 in blocks of 528 and 472 rather than
+    480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%). A packed group row
+    (NC * 4 bytes) a multiple of 1 KiB is avoided: the 16 rows of a B tile would fall into a few
+    cache sets (bf16 1024^3 at half speed).
+    NC, threads: one block per thread (N / threads in whole tiles) where it is not much over
+    1 MiB, in 1 x 2 steps where 1 x 3 ones do not fill it (unless k is short): 2 threads, against
+    blocks sized to multiples of 48, bf16 256^3 +7%, 512^3 +24%, 1000^3 +2%; int8 1000^3 +12%,
+    1024^3 +11%, 512^3 -3%; int8 256^3 (4 steps of k) lost 20% in 1 x 2 steps, so not there. Else
+    the NC whose busiest thread has the fewest columns."""
     gr, gc = 1, 3
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
     KC = K if K * eb <= 4096 else 4096 // eb // depth * depth
     step = 16 * gc
-    cap = max(step, (1 << 20) // max(1, KC * eb) // step * step)
-    cap = min(cap, -(-N // step) * step)
+    row = max(1, KC * eb)  # bytes of one packed column
+    cols = -(-N // step) * step
+    cap = min(cols, max(step, (1 << 20) // row // step * step))
+    even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
+    one_each = threads > 1 and even <= cap * 5 // 4
+    if one_each and even % 48 and (even % 32 or KC >= 8 * depth):
+        return dict(GR=gr, GC=2 if even % 32 == 0 else gc, NC=even, KC=KC)
+    if one_each:
+        return dict(GR=gr, GC=gc, NC=even, KC=KC) if even % 48 == 0 else \
+            dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, -(-even // step) * step), KC=KC)
+    top = cap if threads > 1 else (11 << 20) // 10 // row // step * step
+    return dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, top))), KC=KC)
 
+
+def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int) -> int:
+    """The multiple of `step` in [lo, hi] whose busiest thread has the fewest columns, then the
+    fewest blocks, no group row a multiple of 1 KiB, the last block least short, the widest."""
     def cost(nc):
         blocks = -(-N // nc)
         busiest = min(N, -(-blocks // threads) * nc)
-        return (busiest, nc * 4 % 1024 == 0 and nc < N, -nc)
+        return (busiest, blocks, nc * 4 % 1024 == 0 and nc < N, blocks * nc - N, -nc)
 
-    even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
-    if threads > 1 and even <= cap * 5 // 4 and (even % 48 == 0 or (even % 32 == 0 and KC >= 8 * depth)):
-        # 1 x 2 steps where 1 x 3 ones do not fill the block, unless k is short (measured on a Xeon,
-        # 2 threads, 7 rounds taking turns with MKL, against blocks of 1 x 3 steps sized to a
-        # multiple of 48: bf16 256^3 +7%, 512^3 +24%, 1000^3 +2%, 1024^3 -0%; int8 512^3 -3%,
-        # 1000^3 +12%, 1024^3 +11%; int8 256^3, 4 steps of k: -20%, so not there)
-        return dict(GR=gr, GC=3 if even % 48 == 0 else 2, NC=even, KC=KC)
-    if threads > 1 and even % 48 and even % 32 and even <= cap * 5 // 4:
-        # whole tiles but neither step fills the block: one block per thread all the same
-        # (511 x 513 x 257 on 2 threads, blocks of 272 and 241 against 288 and 225: bf16 +8%, int8 +5%)
-        return dict(GR=gr, GC=gc, NC=even, KC=KC)
-    top = -(-even // step) * step if threads > 1 and even <= cap * 5 // 4 else cap
-    nc = min(range(max(step, cap // 2 // step * step), top + 1, step), key=cost)
-    return dict(GR=gr, GC=gc, NC=nc, KC=KC)
+    return min(range(max(step, lo // step * step), max(hi, step) + 1, step), key=cost)
 
 
 def matmul_nest(M: int, N: int, K: int, dtype: str = "int8", c_name: str = "C"):
