@@ -98,7 +98,8 @@ def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int) -> int:
         busiest = min(N, -(-blocks // threads) * nc)
         return (busiest, blocks, nc * 4 % 1024 == 0 and nc < N, blocks * nc - N, -nc)
 
-    return min(range(max(step, lo // step * step), max(hi, step) + 1, step), key=cost)
+    hi = max(hi, step)
+    return min(range(max(step, min(lo, hi) // step * step), hi + 1, step), key=cost)
 
 
 def matmul_nest(M: int, N: int, K: int, dtype: str = "int8", c_name: str = "C"):

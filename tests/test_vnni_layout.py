@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import accpy as acc
 from accpy.ir.affine import element_offset
@@ -202,3 +204,16 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     c = np.zeros((M, N), np.int32)
     lib.mm(a, b, c)
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 5000), st.integers(1, 9000), st.sampled_from(["int8", "bf16"]),
+       st.integers(1, 8))
+def test_tile_block_sizes_are_whole_tiles_for_any_shape_and_threads(M, N, K, dtype, threads):
+    # (8 threads on 2000 columns once asked min() of an empty range of candidates)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes
+
+    s = tile_block_sizes(M, N, K, dtype, threads)
+    assert s["GR"] == 1 and s["GC"] in (2, 3) and 1 <= s["KC"] <= K
+    assert s["NC"] >= 16 and s["NC"] % 16 == 0
