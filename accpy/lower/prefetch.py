@@ -7,17 +7,13 @@ not prefetched (their lines are already there).
 Which lines: the accesses' flat element offsets are grouped by their varying part (e.g.
 `240*kk + 48*jj`) and sorted by constant offset; accesses whose bytes lie within one cache
 line of the run before them extend it, and a run gets one prefetch per line it spans (three
-16-float loads side by side: three prefetches; eight rows of A 4 KiB apart: eight). Buffers this
-function allocates start on a line; a caller's array need not (numpy's large arrays start 16
-bytes past one), so a run in an argument also gets a prefetch for its last element, whose line
-is one more when the run straddles lines."""
+16-float loads side by side: three prefetches; eight rows of A 4 KiB apart: eight)."""
 from __future__ import annotations
 
 from typing import Optional
 
 from ..ir.affine import Affine, element_offset, to_affine
 from ..ir.expr import BinOp, Call, Const, Load, as_int, idx_op
-from ..ir.kinds import BufferRole
 from ..ir.stmt import For, Prefetch, Store, block
 from ..ir.vector import VLoad, VStore
 from ..ir.visitor import Mutator, child_nodes, free_vars, substitute
@@ -129,12 +125,8 @@ def prefetches(accs, var, distance: int, locality: int) -> list:
             else:
                 runs.append([lo, lo + nbytes, write])
         base = key.to_expr() if isinstance(key, Affine) else key
-        unaligned = buf.role not in (BufferRole.TEMP, BufferRole.CACHE)
         for lo, hi, write in runs:
-            starts = list(range(lo, hi, LINE_BYTES))
-            if unaligned and hi - size > starts[-1]:
-                starts.append(hi - size)
-            for b in starts:
+            for b in range(lo, hi, LINE_BYTES):
                 out.append(Prefetch(buf, _ahead(base, var, distance, b // size), write, locality))
     return out
 
