@@ -80,14 +80,15 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     cols = -(-N // step) * step
     cap = min(cols, max(step, (1 << 20) // row // step * step))
     even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
-    one_each = threads > 1 and even <= cap * 5 // 4
-    if one_each and even % 48 and (even % 32 or KC >= 8 * depth):
-        return dict(GR=gr, GC=2 if even % 32 == 0 else gc, NC=even, KC=KC)
-    if one_each:
-        return dict(GR=gr, GC=gc, NC=even, KC=KC) if even % 48 == 0 else \
-            dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, -(-even // step) * step), KC=KC)
-    top = cap if threads > 1 else (11 << 20) // 10 // row // step * step
-    return dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, top))), KC=KC)
+    if threads > 1 and even <= cap * 5 // 4:
+        if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
+            return dict(GR=gr, GC=gc, NC=even, KC=KC)
+        if KC >= 8 * depth:  # whole 1 x 2 steps
+            return dict(GR=gr, GC=2, NC=even, KC=KC)
+        hi = -(-even // step) * step  # short k: blocks of whole 1 x 3 steps
+    else:
+        hi = cap if threads > 1 else (11 << 20) // 10 // row // step * step
+    return dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, hi))), KC=KC)
 
 
 def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int) -> int:

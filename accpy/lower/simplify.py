@@ -48,14 +48,9 @@ class Simplify(Mutator):
         if e.dtype is ScalarType.bool and e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
             d = to_affine(BinOp("sub", e.a, e.b, ScalarType.index)) if e.a.dtype.is_int else None
             b = self._bounds(d) if d is not None else None
-            if b is not None:
-                lo, hi = b  # of a - b
-                val = {"lt": (hi < 0) or (False if lo >= 0 else None), "le": (hi <= 0) or (False if lo > 0 else None),
-                       "gt": (lo > 0) or (False if hi <= 0 else None), "ge": (lo >= 0) or (False if hi < 0 else None),
-                       "eq": True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None),
-                       "ne": False if lo == hi == 0 else (True if lo > 0 or hi < 0 else None)}[e.op]
-                if val is not None:
-                    return Const(val, ScalarType.bool)
+            val = _decided(e.op, *b) if b is not None else None
+            if val is not None:
+                return Const(val, ScalarType.bool)
         if e.op == "land":
             if isinstance(e.a, Const):
                 return e.b if e.a.value else e.a
@@ -65,7 +60,7 @@ class Simplify(Mutator):
 
     def visit_For(self, f: For):
         lo, hi = self.visit(f.lo), self.visit(f.hi)
-        trip = to_affine(BinOp("sub", hi, lo, ScalarType.index)) if True else None
+        trip = to_affine(BinOp("sub", hi, lo, ScalarType.index))
         if trip is not None and trip.is_const:
             if trip.const <= 0:
                 return Block(())
@@ -73,17 +68,10 @@ class Simplify(Mutator):
                     and not (f.var in self.keep_innermost and not nodes_of(f.body, For)):
                 return self.visit(substitute(f.body, {f.var: lo}))
         la, ha = to_affine(lo), to_affine(hi)
-        known = la is not None and ha is not None and la.is_const and ha.is_const and ha.const > la.const
-        saved = self.ranges.get(f.var)
-        if known:
-            self.ranges[f.var] = (la.const, ha.const - 1)
-        try:
-            body = self.visit(f.body)
-        finally:
-            if saved is None:
-                self.ranges.pop(f.var, None)
-            else:
-                self.ranges[f.var] = saved
+        if la is not None and ha is not None and la.is_const and ha.is_const and ha.const > la.const:
+            self.ranges[f.var] = (la.const, ha.const - 1)  # (a loop's var is bound by that loop only)
+        body = self.visit(f.body)
+        self.ranges.pop(f.var, None)
         if isinstance(body, Block) and not body.stmts:
             return Block(())
         if lo is f.lo and hi is f.hi and body is f.body:
@@ -102,6 +90,13 @@ class Simplify(Mutator):
 
     def visit_Block(self, b: Block):
         return block(*[self.visit(x) for x in b.stmts]) if b.stmts else b
+
+
+def _decided(op: str, lo: int, hi: int):
+    """True / False if `x op 0` holds for every / no x in [lo, hi]; None if that depends on x."""
+    always = {"lt": hi < 0, "le": hi <= 0, "gt": lo > 0, "ge": lo >= 0, "eq": lo == hi == 0, "ne": lo > 0 or hi < 0}
+    never = {"lt": lo >= 0, "le": lo > 0, "gt": hi <= 0, "ge": hi < 0, "eq": lo > 0 or hi < 0, "ne": lo == hi == 0}
+    return True if always[op] else False if never[op] else None
 
 
 def simplify(stmt, keep=(), keep_innermost=()):
