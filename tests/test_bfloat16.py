@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import accpy as acc
+from abi.kernels import mixed_matmul_nest
 from accpy.nest.reference import evaluate
 
 BF16, F32 = acc.ScalarType.bfloat16, acc.ScalarType.float32
@@ -37,16 +38,7 @@ def test_float32_accumulation_of_bfloat16_products(tmp_path):
     """C (float32) += float32(A[i, k]) * float32(B[k, j]): bit-exact against the reference and
     against numpy summing the same float32 products in the same order."""
     M, N, K = 13, 24, 17
-    A = acc.Array(role=acc.Role.INPUT, element_type=BF16, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=BF16, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], F32) * acc.cast(B[k, j], F32)
-
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, BF16, BF16, F32)
     s = nest.create_schedule()
     jj = s.split(j, 8)
     s.reorder(i, j, k, jj)
