@@ -15,9 +15,9 @@ bf16_matmul.py and benchmarks/lowp.py):
 
 (with rows of k longer than 4 KiB, k blocks of KC first: j -> k (KC) -> i -> j1 -> k1 (tile depth) ...)
 
-B's NC-column block is packed once, into a host cache in VNNI order (`layout=Array.Layout.VNNI`:
-4 consecutive k per 32-bit slot, as the tile unit reads B), from which every B tile is one tile
-load; C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from
+B's NC-column block is packed once, into a host cache in VNNI order in panels of 16 columns
+(`layout=Array.Layout.VNNI_PANELS`: 4 consecutive k per 32-bit slot, as the tile unit reads B, and
+each tile's rows one contiguous KiB), from which every B tile is one tile load; C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from
 A. The grid loops i2, j2 are unrolled (tile numbers are immediates). With threads, the NC blocks
 are shared between threads, each configuring its own tiles.
 
@@ -63,9 +63,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     NC, one thread: the fewest K x NC blocks of at most 1.1 MiB (about half of a core's L2; bf16
     2048^3 in 1.18 MiB blocks: -9%), then the last block least short of the others (a narrow last
     block re-reads all of A for a few columns: bf16 1000^3 in blocks of 528 and 472 rather than
-    480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%). A packed group row
-    (NC * 4 bytes) a multiple of 1 KiB is avoided: the 16 rows of a B tile would fall into a few
-    cache sets (bf16 1024^3 at half speed).
+    480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%).
     NC, threads: one block per thread (N / threads in whole tiles) where it is not much over
     1 MiB, in 1 x 2 steps where 1 x 3 ones do not fill it (unless k is short): 2 threads, against
     blocks sized to multiples of 48, bf16 256^3 +7%, 512^3 +24%, 1000^3 +2%; int8 1000^3 +12%,
@@ -93,11 +91,11 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
 
 def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int) -> int:
     """The multiple of `step` in [lo, hi] whose busiest thread has the fewest columns, then the
-    fewest blocks, no group row a multiple of 1 KiB, the last block least short, the widest."""
+    fewest blocks, the last block least short, the widest."""
     def cost(nc):
         blocks = -(-N // nc)
         busiest = min(N, -(-blocks // threads) * nc)
-        return (busiest, blocks, nc * 4 % 1024 == 0 and nc < N, blocks * nc - N, -nc)
+        return (busiest, blocks, blocks * nc - N, -nc)
 
     hi = max(hi, step)
     return min(range(max(step, min(lo, hi) // step * step), hi + 1, step), key=cost)
@@ -148,7 +146,10 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None):
     j, i, i2, j1, j2, ii, jj, kk, kloop = idx
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
-    packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI)  # once per NC block (and k block)
+    # once per NC block (and k block), in VNNI order, in panels of a tile's 16 columns: each B tile one
+    # contiguous KiB (measured against rows of the whole block, 7-11 rounds taking turns: one thread
+    # +3 to +12%, two threads at 1024^3-4096^3 +4 to +8%, at 1000^3 and 511x513x257 -2 to -8%)
+    packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI_PANELS)
     plan.cache(C, index=kloop if c_index is None else c_index, location=tile)  # accumulators stay in tiles
     plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)

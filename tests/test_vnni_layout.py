@@ -23,6 +23,15 @@ from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 S = acc.ScalarType
 VNNI = acc.Array.Layout.VNNI
+PANELS = acc.Array.Layout.VNNI_PANELS
+
+
+def _tile_host():
+    """The host with the tile unit (its functional model where the CPU has none): a target whose
+    instructions read blocks of VNNI-ordered data, as VNNI_PANELS needs."""
+    from accpy.targets import x86tile
+
+    return x86tile.emulating(acc.Target.HOST)
 
 
 def _matmul(M, N, K, ta, tc):
@@ -36,6 +45,86 @@ def test_element_offset_of_a_grouped_buffer():
     v = Var("v")
     # whole groups of rows: no division left in the address
     assert "floordiv" not in repr(element_offset(b, (idx_op("mul", v, Const(4)), Const(1))))
+
+
+def test_element_offset_of_a_buffer_in_column_panels():
+    """[r, c] of a VNNI buffer in panels of 16 columns (4 rows per group, 8 group rows per panel):
+    panel c // 16 at (c // 16) * panel_stride, then group row r // 4, column c % 16, row r % 4. With
+    the loops' ranges, a column P * p + c (c < P) needs no division."""
+    b = Buffer("b", S.int8, (Const(32), Const(48)), (Const(64), Const(4)), group=4, panel=16, panel_stride=512)
+    at = lambda r, c: element_offset(b, (Const(r), Const(c))).value  # noqa: E731
+    assert [at(0, 0), at(1, 0), at(4, 0), at(0, 1), at(5, 15), at(0, 16), at(7, 40)] == \
+        [0, 1, 64, 4, 64 + 60 + 1, 512, 1024 + 64 + 32 + 3]
+    p, c, kq = Var("p"), Var("c"), Var("kq")
+    col = idx_op("add", idx_op("mul", p, Const(16)), c)
+    row = idx_op("add", idx_op("mul", kq, Const(4)), Const(3))
+    assert "floordiv" in repr(element_offset(b, (row, col)))  # c unbounded: the division stays
+    folded = element_offset(b, (row, col), {c: (0, 15), p: (0, 2), kq: (0, 7)})
+    assert "floordiv" not in repr(folded) and "mod" not in repr(folded), folded
+    assert element_offset(b, (row, col), {c: (0, 16)}) is not None  # c may reach the next panel: kept
+    assert "floordiv" in repr(element_offset(b, (row, col), {c: (0, 16)}))
+
+
+@pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32)])
+@pytest.mark.parametrize("shape", [(8, 40, 16), (5, 20, 9), (3, 7, 70)])
+def test_a_cache_in_column_panels_gives_the_same_results(ta, tc, shape):
+    """Panels of 16 columns: whole and partial last panels (40 = 16 + 16 + 8, 7), partial last
+    groups of rows (9, 70), read back element by element by host code."""
+    M, N, K = shape
+    nest, args, (i, j, k) = _matmul(M, N, K, ta, tc)
+    s = nest.create_schedule()
+    jj = s.split(j, 4)
+    s.reorder(j, i, k, jj)
+    plan = s.create_plan(_tile_host())
+    plan.cache(args[1], index=i, layout=PANELS)
+    assert_matches_reference(plan, args)
+
+
+def test_the_copy_into_column_panels_reads_each_row_in_order():
+    """Per group row, per panel, a panel row of 16 columns (no division in any address), then the
+    last panel's columns; the cache is read where the panels put each element."""
+    nest, args, (i, j, k) = _matmul(4, 40, 8, S.int8, S.int32)
+    s = nest.create_schedule()
+    s.reorder(j, i, k)
+    plan = s.create_plan(_tile_host())
+    plan.cache(args[1], index=j, layout=PANELS)
+    code = plan.emit_c()
+    copy = code[code.index("B_cache["):code.index("for (int64_t i")]
+    assert "B_p < 2" in copy and "< 8" in copy, copy  # two whole panels, then 8 columns
+    assert "floordiv" not in copy, copy
+    assert_matches_reference(plan, args)
+
+
+def test_column_panels_errors():
+    with pytest.raises(ValueError, match="VNNI_PANELS is a cache layout"):
+        acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(4, 4), layout=PANELS)
+    nest, args, (i, j, k) = _matmul(8, 32, 8, S.int8, S.int32)
+    plan = nest.create_plan(acc.Target("Intel 7900X"))  # AVX-512 without a tile unit
+    plan.cache(args[1], index=i, layout=PANELS)
+    with pytest.raises(acc.ScheduleError, match="VNNI_PANELS needs a target whose instructions read blocks"):
+        plan.emit_c()
+    nest, args, (i, j, k) = _matmul(8, 8, 8, S.int8, S.int32)
+    plan = nest.create_plan(_tile_host())
+    with pytest.raises(ValueError, match="a VNNI cache lives in host memory"):
+        plan.cache(args[1], index=k, layout=PANELS, location=acc.MemorySpace.SHARED)
+
+
+def test_a_cache_in_column_panels_is_never_vectorized_across_its_panels():
+    """A vectorized loop along the columns of a panel cache would cross panels: it stays scalar,
+    the results unchanged."""
+    import warnings
+
+    M, N, K = 4, 48, 8
+    nest, args, (i, j, k) = _matmul(M, N, K, S.int8, S.int32)
+    s = nest.create_schedule()
+    s.reorder(i, k, j)
+    plan = s.create_plan(_tile_host())
+    plan.cache(args[1], index=i, layout=PANELS)
+    plan.vectorize(j)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_matches_reference(plan, args)
+    assert any("panels of 16" in str(w.message) for w in caught), [str(w.message) for w in caught]
 
 
 @pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32),

@@ -13,7 +13,7 @@ import numpy as np
 from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.affine import element_offset, to_affine
 from ..ir.names import argument_name_problem, c_comment, c_string
-from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
+from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, as_int, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Prefetch, Store
 from ..ir.types import ScalarType
 from ..ir.vector import VAssign, VDecl, VStore
@@ -141,6 +141,7 @@ class CEmitter(VectorEmitter):
         self.const_prefix = const_prefix
         self.lines: list = []
         self._declared: set = set()  # buffers declared on the stack so far
+        self.ranges: dict = {}  # {loop Var: (first, last)} of the enclosing loops with constant bounds
 
     # -- names ------------------------------------------------------------------------------
     def var(self, v: Var) -> str:
@@ -155,11 +156,9 @@ class CEmitter(VectorEmitter):
         """Linear element offset of `b[indices]`."""
         if not indices:
             return "0"
-        total = element_offset(b, indices)
+        total = element_offset(b, indices, self.ranges)  # (the loops' ranges fold VNNI divisions)
         a = to_affine(total)
-        if a is not None:
-            return self.affine(a)
-        return self.expr(total)
+        return self.affine(a) if a is not None else self.expr(total)
 
     def affine(self, a) -> str:
         """An affine index as a flat sum: `384*i + 16*j + jj - 3`."""
@@ -347,7 +346,10 @@ class CEmitter(VectorEmitter):
             # elements (e.g. C[2i] += ..; C[2i-1] += ..): an empty asm with a memory clobber keeps
             # it off this loop only (gcc 12 has no per-loop "novector" pragma).
             self.emit('__asm__ __volatile__("" ::: "memory");', depth + 1)
+        lo, hi = as_int(s.lo), as_int(s.hi)
+        self.ranges.update({s.var: (lo, hi - 1)} if None not in (lo, hi) and lo < hi else {})
         self.stmt(s.body, depth + 1)
+        self.ranges.pop(s.var, None)
         self.emit("}", depth)
 
     def s_If(self, s: If, depth):

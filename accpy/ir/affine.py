@@ -397,18 +397,44 @@ def ceildiv(a, b) -> Expr:
     return idx_op("floordiv", idx_op("add", a, Const(cb - 1)), b)
 
 
-def element_offset(buffer, indices) -> Expr:
+def element_offset(buffer, indices, ranges=None) -> Expr:
     """The element offset of `buffer[indices]` from its first element (strides, and the VNNI
-    grouping of the second-to-last dimension when `buffer.group` > 1)."""
+    grouping of the second-to-last dimension when `buffer.group` > 1, in panels of columns when
+    `buffer.panel` > 1). `ranges` ({Var: (lo, hi)}, inclusive) lets a division by the group or
+    the panel fold where the loops keep the remainder inside one group or panel."""
     total = None
     n = len(indices)
     for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
         if buffer.group > 1 and d == n - 2:
-            term = idx_op("add", idx_op("mul", _floordiv(ix, buffer.group), st), _mod(ix, buffer.group))
+            q, r = _divmod(ix, buffer.group, ranges)
+            term = idx_op("add", idx_op("mul", q, st), r)
+        elif buffer.panel > 1 and d == n - 1:
+            q, r = _divmod(ix, buffer.panel, ranges)
+            term = idx_op("add", idx_op("mul", q, Const(buffer.panel_stride)), idx_op("mul", r, st))
         else:
             term = idx_op("mul", ix, st)
         total = term if total is None else idx_op("add", total, term)
     return Const(0) if total is None else total
+
+
+def _divmod(ix, g: int, ranges=None) -> tuple:
+    """(ix // g, ix % g); exact without division where ix = g*X + r with r in [0, g) (r a constant,
+    or terms whose `ranges` bound it)."""
+    a = to_affine(ix)
+    if a is not None and ranges:
+        whole = [(v, c) for v, c in a.terms if c % g == 0]
+        rest = [(v, c) for v, c in a.terms if c % g]
+        lo = hi = a.const % g
+        for v, c in rest:
+            if v not in ranges:
+                break
+            lo += min(c * ranges[v][0], c * ranges[v][1])
+            hi += max(c * ranges[v][0], c * ranges[v][1])
+        else:
+            if 0 <= lo and hi < g:
+                q = Affine([(v, c // g) for v, c in whole], a.const // g)
+                return q.to_expr(), Affine(rest, a.const % g).to_expr()
+    return _floordiv(ix, g), _mod(ix, g)
 
 
 def _floordiv(ix, g: int) -> Expr:

@@ -31,7 +31,9 @@ class Buffer:
     `strides` are in elements. `group` > 1: the rows of the second-to-last dimension are kept in
     groups of `group` interleaved into the last one (VNNI order: element [.., r, c] sits at
     (r // group) * strides[-2] + c * strides[-1] + r % group, with strides[-1] == group); see
-    `element_offset`. Identity, not structure, makes two buffers the same.
+    `element_offset`. `panel` > 1 (with `group` > 1): the columns are cut into panels of `panel`,
+    each panel's group rows one after another (strides[-2] == panel * group), the panels
+    `panel_stride` elements apart. Identity, not structure, makes two buffers the same.
     """
 
     name: str
@@ -42,6 +44,8 @@ class Buffer:
     memory: str = HostMemory.GLOBAL  # a HostMemory, or the name of a target library's Memory
     data: Optional[np.ndarray] = field(default=None, repr=False)
     group: int = 1
+    panel: int = 1
+    panel_stride: int = 0
     uid: int = field(default_factory=lambda: next(_uids))
 
     @property

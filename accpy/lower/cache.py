@@ -36,6 +36,7 @@ from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
 from ..targets.library import grouped_block, memory, vector_shape
+from .grouped_copy import grouped_copy
 
 # Caches at most this many elements whose copies are unrolled (candidates for registers).
 REGISTER_CACHE_ELEMENTS = 512
@@ -64,6 +65,7 @@ class _CacheInfo:
     group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
     block_rows: int = 1  # VNNI layout: rows zero-padded to whole blocks of this many (grouped_block)
     block_cols: int = 1  # VNNI layout: columns allocated in whole blocks of this many
+    panel: int = 1  # VNNI_PANELS: columns in panels of this many (Buffer.panel)
     parallel_vars: frozenset = frozenset()  # the loops the plan runs in parallel
 
 
@@ -113,8 +115,15 @@ def insert_caches(stmt, request, symbols, owners=None):
         info.deferred = c.deferred
         if c.vnni and source.rank >= 2:
             info.group = max(1, 4 // max(1, info.dtype.bits // 8))
-            rows, cols = grouped_block(request.target, info.dtype) if request.target is not None else (1, 1)
+            block_ = grouped_block(request.target, info.dtype) if request.target is not None else None
+            rows, cols = block_ or (1, 1)
             info.block_rows, info.block_cols = _lcm(info.group, rows), cols
+            if c.panels:
+                if cols <= 1:
+                    raise ScheduleError(f"cache of {source.name}: layout VNNI_PANELS needs a target whose "
+                                        f"instructions read blocks of VNNI-ordered {info.dtype.name} (a tile unit); "
+                                        f"use Array.Layout.VNNI")
+                info.panel = cols
         stmt = _apply(stmt, info, symbols)
         if info.deferred:
             buffers[c.key] = info.buffer if info.buffer is not None else info.source
@@ -203,11 +212,14 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
         lead_shape = _multicache_leads(stmt, info, blocks, symbols)
     full_shape = lead_shape + shape
     strides = _strides(full_shape, lead=len(lead_shape), last_major=info.layout_last)
-    if g > 1:  # a group row holds `g` rows interleaved: [r // g][c][r % g]
-        strides[-2], strides[-1] = shape[-1] * g, g
+    panel_stride = 0
+    if g > 1:  # a group row holds `g` rows interleaved: [r // g][c][r % g] (in panels: [c // P][r // g][c % P][r % g])
+        strides[-2], strides[-1] = (info.panel if info.panel > 1 else shape[-1]) * g, g
+    if info.panel > 1:
+        panel_stride = shape[-2] * info.panel
     name = f"{info.source.name}_cache"
     info.buffer = Buffer(name, info.dtype, tuple(Const(s) for s in full_shape), tuple(Const(s) for s in strides),
-                         role="cache", memory="local", group=g)
+                         role="cache", memory="local", group=g, panel=info.panel, panel_stride=panel_stride)
     # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
     return _Rewrite(info, symbols).visit(stmt)
 
@@ -417,49 +429,8 @@ class _Rewrite(Mutator):
             return Store(info.buffer, tuple(lead_vals) + tuple(vs), val)
 
         if info.group > 1:
-            return [self._grouped_copy(self._exts(blk), body)]
+            return [grouped_copy(self.info, self._exts(blk), body, self._copy_nest)]
         return [self._copy_nest(self._exts(blk), body, self._small())]
-
-    def _grouped_copy(self, exts, body, starts=None):
-        """A copy into a VNNI-ordered cache, in its memory order: per group of rows, per column,
-        the group's rows (consecutive elements, one statement each). Rows past the block, up to
-        a whole block of `block_rows`, are zeros (a last partial group included): an instruction
-        reading a whole block past the data meets only zeros along the rows (the reduction)."""
-        info = self.info
-        g, R = info.group, info.block_rows
-        rows = exts[-2]
-        n_rows = as_int(rows)
-
-        def up(m):
-            if n_rows is not None:
-                return Const(-(-n_rows // m) * m // g)
-            return idx_op("mul", idx_op("floordiv", idx_op("add", rows, Const(m - 1)), Const(m)), Const(m // g))
-
-        def grouped(vs, zeros=False):
-            *lead, kq, c = vs
-            out = []
-            for q in range(g):
-                r = idx_op("add", idx_op("mul", kq, Const(g)), Const(q))
-                s = body(lead + [r, c])
-                zero = Store(s.buffer, s.indices, Const(0, s.buffer.dtype))  # (a multicache's panel too)
-                if zeros:
-                    out.append(zero)
-                    continue
-                out.append(s if n_rows is not None and n_rows % g == 0 else
-                           If(BinOp("lt", r, rows, ScalarType.bool), s, zero))
-            return block(*out)
-
-        starts = list(starts[:-2]) + [Const(0), starts[-1]] if starts else None
-        # the columns are independent (the cache is not the source): the C compiler vectorizes the
-        # interleaving, which it does not dare on its own (byte pointers may alias)
-        copy = self._copy_nest(list(exts[:-2]) + [up(g), exts[-1]], grouped, False, starts, simd=True)
-        if R == g:
-            return copy
-        pad_starts = list(starts[:-2]) + [up(g), starts[-1]] if starts else \
-            [Const(0)] * (len(exts) - 2) + [up(g), Const(0)]
-        pad = self._copy_nest(list(exts[:-2]) + [up(R), exts[-1]], lambda vs: grouped(vs, zeros=True), False,
-                              pad_starts, simd=True)
-        return block(copy, pad)
 
     def _write_back(self, blk):
         info = self.info
@@ -534,7 +505,7 @@ class _Rewrite(Mutator):
             return Store(info.buffer, tuple(lvs) + tuple(vs), val)
 
         if info.group > 1 and as_int(starts[-2]) == 0:
-            nest = self._grouped_copy(exts, body, starts)
+            nest = grouped_copy(info, exts, body, self._copy_nest, starts)
         else:
             nest = self._copy_nest(exts, body, False, starts)
         for lv, ext in reversed(list(zip(lvs, info.lead_ext))):

@@ -41,6 +41,9 @@ def lane_coef(buffer, indices, lane: Var) -> int:
         if c and buffer.group > 1 and d == len(indices) - 2:
             raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (VNNI order): the "
                                   f"vectorized loop may not move along its second-to-last dimension")
+        if c and buffer.panel > 1 and d == len(indices) - 1:
+            raise NotVectorizable(f"{buffer.name} keeps its columns in panels of {buffer.panel} (VNNI_PANELS): "
+                                  f"the vectorized loop may not move along its last dimension")
         if c is None:
             raise NotVectorizable(f"the subscript of {buffer.name} is not affine")
         if c == 0:
@@ -54,7 +57,7 @@ def lane_coef(buffer, indices, lane: Var) -> int:
 
 def access_offset(buffer, indices):
     """The element offset of an access as an Affine (None when a stride is not constant)."""
-    if buffer.group > 1:
+    if buffer.group > 1 or buffer.panel > 1:
         return to_affine(element_offset(buffer, indices))
     total = Affine.constant(0)
     for ix, st in zip(indices, buffer.strides):

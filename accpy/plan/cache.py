@@ -112,9 +112,11 @@ class Cache:
         for lib in libraries():
             lib.check_cache_location(plan.target, location)
         if layout is not None:
-            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, Array.Layout.VNNI):
-                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR or VNNI, got {layout!r}")
-            if layout is Array.Layout.VNNI:
+            grouped = (Array.Layout.VNNI, Array.Layout.VNNI_PANELS)
+            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, *grouped):
+                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR, VNNI or VNNI_PANELS, got "
+                                 f"{layout!r}")
+            if layout in grouped:
                 array = source.array if isinstance(source, Cache) else source
                 if array.rank < 2:
                     raise ValueError(f"layout: VNNI groups the rows of a 2-D (or higher) block; {array.name} has "

@@ -8,7 +8,7 @@ a grid of tiles (register blocking: e.g. C 32 x 32 in four tiles, A 32 x 64 and 
 each); the loops that pick a tile of the grid around the tensorized loops must be unrolled (tile
 numbers are immediates). A tile is loaded straight from the array when its block is a full tile
 of rows 64 bytes apart or more (A, C), or for B, from a cache in VNNI order
-(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)`, whose rows hold groups of 4 (int8) or 2
+(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)` or `VNNI_PANELS`, whose rows hold groups of 4 (int8) or 2
 (bf16) consecutive k for each column, as the tile unit reads B); otherwise through a 1 KiB scratch
 block: a partial tile (zeroed: the zeros add nothing), or B packed there tile by tile. A partial C
 tile is stored through the scratch block and copied out element by element.
@@ -276,11 +276,13 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
         return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)),
                      zero=not rows_only)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
-    if src.group == g and _multiple_of(origin[-2], g) and (_full(exts, (mc.ROWS * g, mc.COLSB // 4))
-                                                         or _whole_b_tile(src, origin)):
-        # B already in VNNI order (a cache with that layout): a tile row is one group row; a partial
-        # block too when the whole tile is inside the cache: past the data, rows are zeros (they
-        # meet A's zero columns) and columns reach only columns of C that are never stored
+    in_panel = src.panel <= 1 or (src.panel == mc.COLSB // 4 and _multiple_of(origin[-1], src.panel))
+    if src.group == g and _multiple_of(origin[-2], g) and in_panel and (
+            _full(exts, (mc.ROWS * g, mc.COLSB // 4)) or _whole_b_tile(src, origin)):
+        # B already in VNNI order (a cache with that layout): a tile row is one group row (in
+        # column panels, the tile is one contiguous run); a partial block too when the whole tile is
+        # inside the cache: past the data, rows are zeros (they meet A's zero columns) and columns
+        # reach only columns of C that are never stored
         last = to_affine(src.strides[-1])
         if last is not None and last.is_const and last.const == g:
             return _call(ops["loadd"], t, Load(src, at(Const(0), Const(0))),
