@@ -15,9 +15,9 @@ bf16_matmul.py and benchmarks/lowp.py):
 
 (with rows of k longer than 4 KiB, k blocks of KC first: j -> k (KC) -> i -> j1 -> k1 (tile depth) ...)
 
-B's NC-column block is packed once, into a host cache in VNNI order in panels of 16 columns
-(`layout=Array.Layout.VNNI_PANELS`: 4 consecutive k per 32-bit slot, as the tile unit reads B, and
-each tile's rows one contiguous KiB), from which every B tile is one tile load; C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from
+B's NC-column block is packed once, into a host cache in VNNI order (`layout=Array.Layout.VNNI`:
+4 consecutive k per 32-bit slot, as the tile unit reads B) in panels of a tile's 16 columns
+(`panel_width=16`: each tile's rows one contiguous KiB), from which every B tile is one tile load; C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from
 A. The grid loops i2, j2 are unrolled (tile numbers are immediates). With threads, the NC blocks
 are shared between threads, each configuring its own tiles.
 
@@ -149,7 +149,7 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None):
     # once per NC block (and k block), in VNNI order, in panels of a tile's 16 columns: each B tile one
     # contiguous KiB (measured against rows of the whole block, 7-11 rounds taking turns: one thread
     # +3 to +12%, two threads at 1024^3-4096^3 +4 to +8%, at 1000^3 and 511x513x257 -2 to -8%)
-    packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI_PANELS)
+    packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI, panel_width=16)
     plan.cache(C, index=kloop if c_index is None else c_index, location=tile)  # accumulators stay in tiles
     plan.cache(A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)

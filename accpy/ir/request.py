@@ -30,7 +30,7 @@ class CacheRequest:
     deferred: bool  # a CONST source stored packed in this cache's layout
     resolved_level: Optional[int] = None  # a budget cache's level, once lowering picked it
     vnni: bool = False  # rows of the second-to-last dimension grouped by 32 bits (Buffer.group)
-    panels: bool = False  # vnni, in panels of the reading instruction's block width (Buffer.panel)
+    panel_width: int = 1  # the block's columns in panels of this many (Buffer.panel)
 
     @property
     def budget(self) -> bool:

@@ -65,7 +65,7 @@ class _CacheInfo:
     group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
     block_rows: int = 1  # VNNI layout: rows zero-padded to whole blocks of this many (grouped_block)
     block_cols: int = 1  # VNNI layout: columns allocated in whole blocks of this many
-    panel: int = 1  # VNNI_PANELS: columns in panels of this many (Buffer.panel)
+    panel: int = 1  # panel_width: columns in panels of this many (Buffer.panel)
     parallel_vars: frozenset = frozenset()  # the loops the plan runs in parallel
 
 
@@ -115,15 +115,9 @@ def insert_caches(stmt, request, symbols, owners=None):
         info.deferred = c.deferred
         if c.vnni and source.rank >= 2:
             info.group = max(1, 4 // max(1, info.dtype.bits // 8))
-            block_ = grouped_block(request.target, info.dtype) if request.target is not None else None
-            rows, cols = block_ or (1, 1)
+            rows, cols = grouped_block(request.target, info.dtype) if request.target is not None else (1, 1)
             info.block_rows, info.block_cols = _lcm(info.group, rows), cols
-            if c.panels:
-                if cols <= 1:
-                    raise ScheduleError(f"cache of {source.name}: layout VNNI_PANELS needs a target whose "
-                                        f"instructions read blocks of VNNI-ordered {info.dtype.name} (a tile unit); "
-                                        f"use Array.Layout.VNNI")
-                info.panel = cols
+        info.panel = c.panel_width if source.rank >= 2 else 1
         stmt = _apply(stmt, info, symbols)
         if info.deferred:
             buffers[c.key] = info.buffer if info.buffer is not None else info.source
@@ -207,16 +201,18 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
         # whole groups of rows, whole blocks of the instructions that read the cache
         shape[-2] = -(-shape[-2] // info.block_rows) * info.block_rows
         shape[-1] = -(-shape[-1] // info.block_cols) * info.block_cols
+    if info.panel > 1:  # whole panels
+        shape[-1] = -(-shape[-1] // info.panel) * info.panel
     lead_shape = []
     if info.trigger_var is not None:
         lead_shape = _multicache_leads(stmt, info, blocks, symbols)
     full_shape = lead_shape + shape
     strides = _strides(full_shape, lead=len(lead_shape), last_major=info.layout_last)
     panel_stride = 0
-    if g > 1:  # a group row holds `g` rows interleaved: [r // g][c][r % g] (in panels: [c // P][r // g][c % P][r % g])
-        strides[-2], strides[-1] = (info.panel if info.panel > 1 else shape[-1]) * g, g
-    if info.panel > 1:
-        panel_stride = shape[-2] * info.panel
+    if g > 1:  # a group row holds `g` rows interleaved: [r // g][c][r % g]
+        strides[-2], strides[-1] = shape[-1] * g, g
+    if info.panel > 1:  # in panels of P columns: [c // P][r // g][c % P][r % g]
+        strides[-2], strides[-1], panel_stride = info.panel * g, g, shape[-2] * info.panel
     name = f"{info.source.name}_cache"
     info.buffer = Buffer(name, info.dtype, tuple(Const(s) for s in full_shape), tuple(Const(s) for s in strides),
                          role="cache", memory="local", group=g, panel=info.panel, panel_stride=panel_stride)
@@ -428,7 +424,7 @@ class _Rewrite(Mutator):
                 val = Cast(val, info.dtype)
             return Store(info.buffer, tuple(lead_vals) + tuple(vs), val)
 
-        if info.group > 1:
+        if info.group > 1 or info.panel > 1:
             return [grouped_copy(self.info, self._exts(blk), body, self._copy_nest)]
         return [self._copy_nest(self._exts(blk), body, self._small())]
 
@@ -504,7 +500,7 @@ class _Rewrite(Mutator):
                 val = Cast(val, info.dtype)
             return Store(info.buffer, tuple(lvs) + tuple(vs), val)
 
-        if info.group > 1 and as_int(starts[-2]) == 0:
+        if (info.group > 1 and as_int(starts[-2]) == 0) or (info.group == 1 and info.panel > 1):
             nest = grouped_copy(info, exts, body, self._copy_nest, starts)
         else:
             nest = self._copy_nest(exts, body, False, starts)

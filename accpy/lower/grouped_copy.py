@@ -1,5 +1,6 @@
-"""Copies into caches in VNNI order (`Array.Layout.VNNI`, `VNNI_PANELS`): the loops that fill
-them in their memory order, so that the C compiler vectorizes the interleaving of rows."""
+"""Copies into caches in VNNI order (`Array.Layout.VNNI`) or in panels of columns (`panel_width`):
+the loops that fill them in their memory order, so that the C compiler vectorizes the interleaving
+of rows and each row of the source is read in order."""
 from __future__ import annotations
 
 from ..ir.expr import BinOp, Const, Var, as_int, idx_op
@@ -9,7 +10,8 @@ from ..ir.types import ScalarType
 
 
 def grouped_copy(info, exts, body, copy_nest, starts=None):
-    """A copy into a VNNI-ordered cache (`info`: lower/cache.py's _CacheInfo): per group of rows,
+    """A copy into a VNNI-ordered or paneled cache (`info`: lower/cache.py's _CacheInfo; a group
+    of one row where not in VNNI order): per group of rows,
     per column, the group's rows (consecutive elements, one statement each); in a cache of column
     panels, per group of rows, per panel, its columns (each row of the source read in order, each
     panel row written whole). Rows past the block, up to a whole block of `block_rows`, are zeros
@@ -35,11 +37,12 @@ def grouped_copy(info, exts, body, copy_nest, starts=None):
             if zeros:
                 out.append(zero)
                 continue
-            out.append(s if n_rows is not None and n_rows % g == 0 else
+            out.append(s if g == 1 or (n_rows is not None and n_rows % g == 0) else
                        If(BinOp("lt", r, rows, ScalarType.bool), s, zero))
         return block(*out)
 
-    starts = list(starts[:-2]) + [Const(0), starts[-1]] if starts else None
+    # (in VNNI order the rows start at a group boundary; a group of one row may start anywhere)
+    starts = list(starts[:-2]) + [starts[-2] if g == 1 else Const(0), starts[-1]] if starts else None
     # the columns are independent (the cache is not the source): the C compiler vectorizes the
     # interleaving, which it does not dare on its own (byte pointers may alias)
     panels = info.panel > 1 and (starts is None or as_int(starts[-1]) == 0)

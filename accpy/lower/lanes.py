@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..ir.affine import Affine, element_offset, to_affine
 from ..ir.expr import BinOp, Const, Var
-from ..ir.visitor import free_vars
+from ..ir.visitor import free_vars, substitute
 
 
 class NotVectorizable(Exception):
@@ -33,17 +33,18 @@ def coef_of(e, lane: Var):
     return a.coef(lane) if a is not None else None
 
 
-def lane_coef(buffer, indices, lane: Var) -> int:
-    """How many elements the address moves when the loop counter moves by one."""
+def lane_coef(buffer, indices, lane: Var, chunk=None) -> int:
+    """How many elements the address moves when the loop counter moves by one. `chunk` (base,
+    lanes): the vector's lanes are lane = base + l, l < lanes (where they may meet column panels)."""
     total = 0
     for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
         c = coef_of(ix, lane)
         if c and buffer.group > 1 and d == len(indices) - 2:
             raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (VNNI order): the "
                                   f"vectorized loop may not move along its second-to-last dimension")
-        if c and buffer.panel > 1 and d == len(indices) - 1:
-            raise NotVectorizable(f"{buffer.name} keeps its columns in panels of {buffer.panel} (VNNI_PANELS): "
-                                  f"the vectorized loop may not move along its last dimension")
+        if c and buffer.panel > 1 and d == len(indices) - 1 and not _in_one_panel(buffer, ix, lane, c, chunk):
+            raise NotVectorizable(f"{buffer.name} keeps its columns in panels of {buffer.panel}: the vectorized "
+                                  f"loop may move along them only in whole vectors inside one panel")
         if c is None:
             raise NotVectorizable(f"the subscript of {buffer.name} is not affine")
         if c == 0:
@@ -53,6 +54,15 @@ def lane_coef(buffer, indices, lane: Var) -> int:
             raise NotVectorizable(f"{buffer.name} has a runtime stride along the vectorized loop")
         total += c * s.const
     return total
+
+
+def _in_one_panel(buffer, ix, lane: Var, c: int, chunk) -> bool:
+    """Whether the vector's columns ix(base + l), l < lanes, lie in one panel of `buffer`."""
+    if chunk is None or c != 1 or buffer.panel % chunk[1]:
+        return False
+    a = to_affine(substitute(ix, {lane: chunk[0]}))
+    w = chunk[1]
+    return a is not None and a.const % w == 0 and all(k % w == 0 for _, k in a.terms)
 
 
 def access_offset(buffer, indices):

@@ -188,7 +188,7 @@ class _Chunk:
     def _load(self, e, dtype):
         """A load: a vector load when its address moves by one element per lane (elements
         of `dtype`), the scalar load when it does not move."""
-        c = lane_coef(e.buffer, e.indices, self.lane)
+        c = lane_coef(e.buffer, e.indices, self.lane, (self.base, self.W))
         if c == 0:
             return e, False
         shape = self.shape(e.buffer.dtype)

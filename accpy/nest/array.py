@@ -175,10 +175,6 @@ class _Layout(enum.Enum):
     # 32 bits' worth (4 int8 / 2 bfloat16) interleaved into the last one, as the dot-product
     # instructions read their second operand (VNNI order)
     VNNI = "vnni"
-    # VNNI order cut into panels of columns as wide as the block the reading instruction takes
-    # (a B tile: 16 columns), each panel's group rows one after another: a whole B tile is one
-    # contiguous run (1 KiB), and consecutive tiles along k follow each other
-    VNNI_PANELS = "vnni_panels"
 
 
 class Array:
@@ -233,10 +229,9 @@ class Array:
         if layout is _Layout.DEFERRED:
             if self.role is not Role.CONST:
                 raise ValueError("layout: DEFERRED layouts are only for CONST arrays")
-        elif layout in (_Layout.VNNI, _Layout.VNNI_PANELS):
-            raise ValueError(f"layout: Array.Layout.{layout.name} is a cache layout (plan.cache(..., "
-                             f"layout=Array.Layout.{layout.name})); an array is FIRST_MAJOR, LAST_MAJOR, DEFERRED or "
-                             f"explicit strides")
+        elif layout is _Layout.VNNI:
+            raise ValueError("layout: Array.Layout.VNNI is a cache layout (plan.cache(..., layout=Array.Layout.VNNI)); "
+                             "an array is FIRST_MAJOR, LAST_MAJOR, DEFERRED or explicit strides")
         elif isinstance(layout, _Layout):
             pass
         elif isinstance(layout, (tuple, list)):

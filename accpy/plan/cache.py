@@ -28,7 +28,7 @@ class Cache:
     """The handle `Plan.cache` returns; usable as the source of another (inner) cache."""
 
     def __init__(self, plan, source, index, level, trigger_index, trigger_level, max_elements, layout,
-                 element_type, thrifty, location, double_buffer):
+                 element_type, thrifty, location, double_buffer, panel_width=1):
         """Made by `Plan.cache` (arguments already checked there)."""
         self.plan = plan
         self.source = source  # an Array or an outer Cache
@@ -42,6 +42,7 @@ class Cache:
         self.thrifty = thrifty
         self.location = location
         self.double_buffer = double_buffer
+        self.panel_width = panel_width  # columns per panel (1: none)
         # the IR buffer of an Array source, taken when the cache is made (with the
         # parameter values of its plan in effect)
         self.source_buffer = None if isinstance(source, Cache) else _buffer_or_none(source)
@@ -49,7 +50,8 @@ class Cache:
     @classmethod
     def create(cls, plan, source, index=None, trigger_index=None, layout=None, max_elements=None,
                element_type=None, thrifty=None, location=None, level=None, trigger_level=None,
-               double_buffer=False, double_buffer_location=None, vectorize=None, strategy=None) -> "Cache":
+               double_buffer=False, double_buffer_location=None, vectorize=None, strategy=None,
+               panel_width=None) -> "Cache":
         """A checked Cache of `plan` (what `Plan.cache` makes): every argument validated, the
         index and level (and trigger index and level) resolved from whichever was given."""
         from ..nest.array import Array, ArrayView, Role, scalar_type
@@ -112,11 +114,9 @@ class Cache:
         for lib in libraries():
             lib.check_cache_location(plan.target, location)
         if layout is not None:
-            grouped = (Array.Layout.VNNI, Array.Layout.VNNI_PANELS)
-            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, *grouped):
-                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR, VNNI or VNNI_PANELS, got "
-                                 f"{layout!r}")
-            if layout in grouped:
+            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, Array.Layout.VNNI):
+                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR or VNNI, got {layout!r}")
+            if layout is Array.Layout.VNNI:
                 array = source.array if isinstance(source, Cache) else source
                 if array.rank < 2:
                     raise ValueError(f"layout: VNNI groups the rows of a 2-D (or higher) block; {array.name} has "
@@ -141,8 +141,9 @@ class Cache:
                                      f"cache's trigger level ({trigger_level})")
         if not plan._uses(array):
             raise ValueError(f"source: {array.name} is not used by this schedule's logic")
+        panel_width = _checked_panel_width(panel_width, array, layout, location, max_elements, double_buffer)
         return cls(plan, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
-                   thrifty, location, double_buffer)
+                   thrifty, location, double_buffer, panel_width)
 
     @property
     def array(self):
@@ -168,3 +169,23 @@ class Cache:
                  f"level={self.level}" if self.level is not None else f"max_elements={self.max_elements}")
         src = self.source.name if not isinstance(self.source, Cache) else repr(self.source)
         return f"Cache({src}, {where})"
+
+
+def _checked_panel_width(width, array, layout, location, max_elements, double_buffer) -> int:
+    """`panel_width` checked: columns per panel of a first-major (or VNNI) block in host memory."""
+    from ..nest.array import Array
+
+    if width is None:
+        return 1
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"panel_width: expected a positive int (columns per panel), got {width!r}")
+    if array.rank < 2:
+        raise ValueError(f"panel_width: panels cut the columns of a 2-D (or higher) block; {array.name} has "
+                         f"rank {array.rank}")
+    if layout is not None and layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.VNNI):
+        raise ValueError(f"panel_width: panels of columns need a FIRST_MAJOR or VNNI layout, got {layout!r}")
+    if location is not None and location is not MemorySpace.NONE:
+        raise ValueError("panel_width: a cache in panels lives in host memory (location= must be left out)")
+    if max_elements is not None or double_buffer:
+        raise ValueError("panel_width: a cache in panels is placed by index or level, without double_buffer")
+    return width

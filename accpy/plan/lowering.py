@@ -32,9 +32,6 @@ def _memory(location):
     return v if isinstance(v, str) and v not in ("none", "shared", "private", "global") else None
 
 
-_GROUPED = (Array.Layout.VNNI, Array.Layout.VNNI_PANELS)
-
-
 def cache_requests(plan) -> tuple:
     """The plan's caches as CacheRequests (keys: positions in the plan)."""
     caches = list(plan.caches)
@@ -47,8 +44,8 @@ def cache_requests(plan) -> tuple:
         out.append(CacheRequest(
             key=k, source=c.source_buffer if outer is None else None, outer=outer, array_name=c.array.name,
             level=level, trigger_level=c.trigger_level, max_elements=c.max_elements,
-            layout_last=None if c.layout in (None, *_GROUPED) else c.layout is Array.Layout.LAST_MAJOR,
-            vnni=c.layout in _GROUPED, panels=c.layout is Array.Layout.VNNI_PANELS,
+            layout_last=None if c.layout in (None, Array.Layout.VNNI) else c.layout is Array.Layout.LAST_MAJOR,
+            vnni=c.layout is Array.Layout.VNNI, panel_width=getattr(c, "panel_width", 1),
             element_type=c.element_type, thrifty=bool(c.thrifty), memory=_memory(c.location),
             deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved))
     return tuple(out)

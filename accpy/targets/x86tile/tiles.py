@@ -8,7 +8,7 @@ a grid of tiles (register blocking: e.g. C 32 x 32 in four tiles, A 32 x 64 and 
 each); the loops that pick a tile of the grid around the tensorized loops must be unrolled (tile
 numbers are immediates). A tile is loaded straight from the array when its block is a full tile
 of rows 64 bytes apart or more (A, C), or for B, from a cache in VNNI order
-(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)` or `VNNI_PANELS`, whose rows hold groups of 4 (int8) or 2
+(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)`, also in panels, whose rows hold groups of 4 (int8) or 2
 (bf16) consecutive k for each column, as the tile unit reads B); otherwise through a 1 KiB scratch
 block: a partial tile (zeroed: the zeros add nothing), or B packed there tile by tile. A partial C
 tile is stored through the scratch block and copied out element by element.
@@ -180,9 +180,9 @@ def _dense(shape):
 
 def _row_stride_bytes(buf: Buffer):
     """Bytes between consecutive rows of a 2-D (or higher, last two dims) array, when its last
-    dimension is contiguous; else None."""
+    dimension is contiguous (not cut into panels); else None."""
     last = to_affine(buf.strides[-1])
-    if last is None or not last.is_const or last.const != 1:
+    if last is None or not last.is_const or last.const != 1 or buf.panel > 1:
         return None
     return idx_op("mul", buf.strides[-2], Const(buf.dtype.bits // 8))
 
@@ -276,7 +276,8 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
         return Alloc(s, block(fill, _call(ops["loadd"], t, Load(s, (Const(0), Const(0))), mc.COLSB)),
                      zero=not rows_only)
     g = 4 // eb  # consecutive k per 32-bit slot of a B tile row
-    in_panel = src.panel <= 1 or (src.panel == mc.COLSB // 4 and _multiple_of(origin[-1], src.panel))
+    cols = mc.COLSB // 4  # a B tile's columns: inside one panel of the cache
+    in_panel = src.panel <= 1 or (src.panel % cols == 0 and _multiple_of(origin[-1], cols))
     if src.group == g and _multiple_of(origin[-2], g) and in_panel and (
             _full(exts, (mc.ROWS * g, mc.COLSB // 4)) or _whole_b_tile(src, origin)):
         # B already in VNNI order (a cache with that layout): a tile row is one group row (in
