@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import accpy as acc
+import accpy.testing as at
 from accpy.ir.affine import element_offset
 from accpy.ir.expr import Buffer, Const, Var, idx_op
 from accpy.testing import assert_matches_reference
@@ -34,6 +35,20 @@ def _tile_host():
 
 def _matmul(M, N, K, ta, tc):
     return mixed_matmul_nest(M, N, K, ta, ta, tc)
+
+
+def _vector_add():
+    """(nest, v, i) of out[i] += v[i] over 16 int8: a 1-D array, which no layout of rows fits."""
+    v = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(16,), name="v")
+    out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(16,), name="out")
+    nest = acc.Nest(shape=(16,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        out[i] += v[i]
+
+    return nest, v, i
 
 
 def test_element_offset_of_a_grouped_buffer():
@@ -125,38 +140,49 @@ def test_column_panels_errors():
         plan.cache(args[1], index=k, panel_width=16, location=acc.MemorySpace.SHARED)
     with pytest.raises(ValueError, match="placed by index or level"):
         plan.cache(args[1], max_elements=64, panel_width=16)
-    v = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(16,), name="v")
-    out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(16,), name="out")
-    nest = acc.Nest(shape=(16,))
-    (x,) = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        out[x] += v[x]
-
+    nest, v, x = _vector_add()
     with pytest.raises(ValueError, match="panels cut the columns of a 2-D"):
         nest.create_plan().cache(v, index=x, panel_width=4)
+
+
+_PANEL_NESTS = {"int8": mixed_matmul_nest(5, 18, 11, S.int8, S.int8, S.int32)[:2],
+                "float32": mixed_matmul_nest(7, 20, 9, S.float32, S.float32, S.float32)[:2]}
+
+
+@pytest.mark.parametrize("kind", sorted(_PANEL_NESTS))
+def test_drawn_plans_with_caches_in_column_panels_match_the_reference(kind):
+    """Plans drawn by accpy.testing over random schedules of a matmul: caches at random indices,
+    some in column panels (widths 2, 3, 8, 16, so partial panels), their copies and write-backs
+    in panel order; every one gives the reference's results (a fixed set of examples)."""
+    nest, args = _PANEL_NESTS[kind]
+    seen = []
+
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(plan=at.plans(at.schedules(nest)), data=at.arrays(args))
+    def check(plan, data):
+        seen.append(any(c.panel_width > 1 for c in plan.caches))
+        at.assert_matches_reference(plan, args, data=data)
+
+    check()
+    assert sum(seen) >= 5, f"only {sum(seen)} of {len(seen)} drawn plans had a cache in panels"
 
 
 def test_a_cache_in_column_panels_is_never_vectorized_across_its_panels():
     """A vectorized loop along the columns of a cache in panels of 8, whose vectors (16 float32
     lanes) would cross panels: an error saying why (vectors of 8 lanes fit: the same results)."""
-    M, N, K = 4, 48, 8
-    nest, args, (i, j, k) = _matmul(M, N, K, S.float32, S.float32)
-    s = nest.create_schedule()
-    s.reorder(i, k, j)
-    plan = s.create_plan()
-    plan.cache(args[1], index=i, panel_width=8)
-    plan.vectorize(j)
+    def plan_in_panels(width):
+        nest, args, (i, j, k) = _matmul(4, 48, 8, S.float32, S.float32)
+        s = nest.create_schedule()
+        s.reorder(i, k, j)
+        plan = s.create_plan()
+        plan.cache(args[1], index=i, panel_width=width)
+        plan.vectorize(j)
+        return plan, args
+
     with pytest.raises(acc.ScheduleError, match="panels of 8: the vectorized loop may move along them only"):
-        plan.emit_c()
-    nest, args, (i, j, k) = _matmul(M, N, K, S.float32, S.float32)
-    s = nest.create_schedule()
-    s.reorder(i, k, j)
-    plan = s.create_plan()
-    plan.cache(args[1], index=i, panel_width=32)
-    plan.vectorize(j)
-    assert_matches_reference(plan, args)
+        plan_in_panels(8)[0].emit_c()
+    assert_matches_reference(*plan_in_panels(32))
 
 
 @pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32),
@@ -173,15 +199,17 @@ def test_a_vnni_cache_gives_the_same_results(ta, tc, shape):
     assert_matches_reference(plan, args)
 
 
-def test_a_vnni_multicache_of_panels_gives_the_same_results():
+@pytest.mark.parametrize("ta, tc, width", [(S.int8, S.int32, None), (S.int8, S.int32, 4), (S.float32, S.float32, 4)])
+def test_a_vnni_multicache_of_panels_gives_the_same_results(ta, tc, width):
+    """A multicache in VNNI order (filled at j for each (i, j1) panel), also in column panels."""
     M, N, K = 9, 20, 11
-    nest, args, (i, j, k) = _matmul(M, N, K, S.int8, S.int32)
+    nest, args, (i, j, k) = _matmul(M, N, K, ta, tc)
     s = nest.create_schedule()
     j1 = s.split(j, 8)
     jj = s.split(j1, 4)
     s.reorder(j, i, j1, k, jj)
     plan = s.create_plan()
-    plan.cache(args[1], index=k, trigger_index=j, layout=VNNI)
+    plan.cache(args[1], index=k, trigger_index=j, layout=VNNI, panel_width=width)
     code = plan.emit_c()
     assert "B_cache" in code
     assert_matches_reference(plan, args)
@@ -206,15 +234,7 @@ def test_the_copy_into_a_vnni_cache_runs_in_its_memory_order():
 def test_vnni_layout_errors():
     with pytest.raises(ValueError, match="VNNI is a cache layout"):
         acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(4, 4), layout=VNNI)
-    v = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(16,), name="v")
-    out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(16,), name="out")
-    nest = acc.Nest(shape=(16,))
-    (i,) = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        out[i] += v[i]
-
+    nest, v, i = _vector_add()
     plan = nest.create_plan()
     with pytest.raises(ValueError, match="VNNI groups the rows of a 2-D"):
         plan.cache(v, index=i, layout=VNNI)

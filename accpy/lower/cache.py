@@ -399,7 +399,8 @@ class _Rewrite(Mutator):
         src = self.info.source
         last = to_affine(src.strides[-1]) if src.strides else None
         return (vector_shape(self.info.target, self.info.dtype) is not None and self.info.dtype is src.dtype
-                and last is not None and last.is_const and last.const == 1 and not self.info.layout_last)
+                and last is not None and last.is_const and last.const == 1 and not self.info.layout_last
+                and self.info.panel == 1)  # (a vector may not cross column panels)
 
     def _small(self) -> bool:
         if self.info.memory is not None:

@@ -145,7 +145,8 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
     some of: the innermost or another loop vectorized (where the lanes are independent),
     loops of at most `max_unroll` iterations unrolled, an outer loop parallelized (where no
     two threads race), and up to `caches` caches of the arrays the logic reads or writes, at
-    random indices, layouts and (sometimes) triggers. Calls accpy refuses are skipped.
+    random indices, layouts and (sometimes) triggers and column panels (then nothing is
+    vectorized). Calls accpy refuses are skipped.
     """
     st = hypothesis_strategies()
     from ..targets import Target
@@ -175,6 +176,8 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
                     pos = idx.index(kw["index"])
                     if pos > 0:
                         kw["trigger_index"] = idx[d(st.integers(0, pos - 1))]
+                if d(st.integers(0, 3)) == 0:
+                    kw["panel_width"] = d(st.sampled_from([2, 3, 8, 16]))  # (refused for 1-D arrays)
                 p.cache(d(st.sampled_from(arrays_)), **kw)
             except _REFUSED:
                 continue
@@ -186,7 +189,8 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
                 n = n * e if e is not None else max_unroll + 1
             return n
 
-        if vectorize and d(st.booleans()):
+        # (a vector may not cross a cache's column panels: such plans are refused when built)
+        if vectorize and not any(c.panel_width > 1 for c in p.caches) and d(st.booleans()):
             ok = [ix for ix in idx if body_size(ix) <= max_unroll]
             try:
                 p.vectorize(idx[-1] if d(st.booleans()) or not ok else d(st.sampled_from(ok)))
