@@ -492,7 +492,9 @@ class _Rewrite(Mutator):
             full = Const(shape_blk[k])
             exts.append(BinOp("min", full, idx_op("add", _relative(blk_all.hi[k], o), Const(1)), ScalarType.index))
             start = _relative(blk_all.lo[k], o)
-            starts.append(Const(0) if _is_nonpositive(start) else BinOp("max", Const(0), start, ScalarType.index))
+            a = to_affine(start)  # (at or before the block's origin for every trigger iteration: from 0)
+            nonpositive = _is_nonpositive(start) or (a is not None and ref.ctx is not None and ref.ctx.implies(-a))
+            starts.append(Const(0) if nonpositive else BinOp("max", Const(0), start, ScalarType.index))
         src = info.source
 
         def body(vs):
