@@ -492,8 +492,7 @@ class _Rewrite(Mutator):
             full = Const(shape_blk[k])
             exts.append(BinOp("min", full, idx_op("add", _relative(blk_all.hi[k], o), Const(1)), ScalarType.index))
             start = _relative(blk_all.lo[k], o)
-            a = to_affine(start)  # (at or before the block's origin for every trigger iteration: from 0)
-            nonpositive = _is_nonpositive(start) or (a is not None and ref.ctx is not None and ref.ctx.implies(-a))
+            nonpositive = _is_nonpositive(start) or _before_origin(to_affine(start), lvs, ref.ctx)
             starts.append(Const(0) if nonpositive else BinOp("max", Const(0), start, ScalarType.index))
         src = info.source
 
@@ -530,6 +529,15 @@ def _relative(bound, origin: Affine):
 def _is_nonpositive(e) -> bool:
     a = to_affine(e)
     return a is not None and a.is_const and a.const <= 0
+
+
+def _before_origin(a, lead_vars, ctx) -> bool:
+    """Whether the affine `a` (a hull's start less a panel's origin) is <= 0 for every iteration:
+    its lead loop counters (from 0 up) count against it, the rest is bounded by the loops' `ctx`."""
+    if a is None or ctx is None or any(c > 0 for v, c in a.terms if v in lead_vars):
+        return False
+    rest = Affine([(v, c) for v, c in a.terms if v not in lead_vars], a.const)
+    return ctx.implies(-rest)
 
 
 class _RedirectAccesses(Mutator):

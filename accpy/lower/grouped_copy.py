@@ -75,9 +75,15 @@ def _panel_copy(info, exts, starts, grouped):
     rest = Const(n_cols % P) if n_cols is not None else idx_op("mod", cols, Const(P))
     at = lambda first, v: grouped(vs + [idx_op("add", first, v)])  # noqa: E731
     inner = [For(p, Const(0), whole, For(c, Const(0), Const(P), at(idx_op("mul", p, Const(P)), c), LoopKind.SIMD))]
-    if as_int(rest) != 0:
-        last = Var(f"{name}_c{len(exts) - 1}")
-        inner.append(For(last, Const(0), rest, at(idx_op("mul", whole, Const(P)), last), LoopKind.SIMD))
+    last = Var(f"{name}_c{len(exts) - 1}")
+    if n_cols is not None and n_cols % P:
+        inner.append(For(last, Const(0), rest, at(Const(n_cols // P * P), last), LoopKind.SIMD))
+    elif n_cols is None:
+        # the last panel's columns: a loop over the panel (constant bounds, so that its offsets
+        # fold), those past the block guarded
+        q = Var(f"{name}_q")
+        keep = If(BinOp("lt", last, rest, ScalarType.bool), at(idx_op("mul", q, Const(P)), last))
+        inner.append(For(q, whole, idx_op("add", whole, Const(1)), For(last, Const(0), Const(P), keep)))
     nest = block(*inner)
     for k in reversed(range(len(vs))):
         nest = For(vs[k], starts[k] if starts else Const(0), exts[k], nest)
