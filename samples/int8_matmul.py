@@ -147,8 +147,8 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None):
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
     # once per NC block (and k block), in VNNI order, in panels of a tile's 16 columns: each B tile one
-    # contiguous KiB (measured against rows of the whole block, 7-11 rounds taking turns: one thread
-    # +3 to +12%, two threads at 1024^3-4096^3 +4 to +8%, at 1000^3 and 511x513x257 -2 to -8%)
+    # contiguous KiB (against rows of the whole block, 7 rounds taking turns with MKL, 1024^3-4096^3,
+    # 1000^3, 511x513x257: one thread -2 to +12%, most +3 to +8%; two threads -8 to +6%)
     packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI, panel_width=16)
     plan.cache(C, index=kloop if c_index is None else c_index, location=tile)  # accumulators stay in tiles
     plan.cache(A, index=i2, location=tile)
