@@ -65,10 +65,11 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     block re-reads all of A for a few columns: bf16 1000^3 in blocks of 528 and 472 rather than
     480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%).
     NC, threads: one block per thread (N / threads in whole tiles) where it is not much over
-    1 MiB, in 1 x 2 steps where 1 x 3 ones do not fill it and k has 8 to 16 tile steps: 2 threads,
-    against 1 x 3 steps (B in panels, 11 rounds taking turns), bf16 512^3 +14%, int8 1024^3 +8%,
-    int8 1000^3 -2%; with 32 steps (bf16 1000^3, 1024^3) 1 x 3 steps are 10-13% faster, and with 4
-    (int8 256^3) 1 x 2 steps lost 20%. Else the NC whose busiest thread has the fewest columns."""
+    1 MiB, in 1 x 2 steps where 1 x 3 ones do not fill it, 1 x 2 ones fill every thread's block and
+    k has 8 to 16 tile steps: 2 threads, against 1 x 3 steps (B in panels, 11 rounds taking turns),
+    bf16 512^3 +14%, int8 1024^3 +8%; int8 1000^3 (blocks of 512 and 488) -2 to -7%; with 32 steps
+    (bf16 1000^3, 1024^3) 1 x 3 steps are 10-13% faster, and with 4 (int8 256^3) 1 x 2 steps lost
+    20%. Else the NC whose busiest thread has the fewest columns."""
     gr, gc = 1, 3
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
@@ -81,7 +82,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     if threads > 1 and even <= cap * 5 // 4:
         if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
             return dict(GR=gr, GC=gc, NC=even, KC=KC)
-        if 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps
+        if 8 * depth <= KC <= 16 * depth and even * threads == N:  # whole 1 x 2 steps, every block full
             return dict(GR=gr, GC=2, NC=even, KC=KC)
         hi = -(-even // step) * step  # short k: blocks of whole 1 x 3 steps
     else:

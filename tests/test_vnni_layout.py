@@ -328,15 +328,17 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
     assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512)
-    assert tile_block_sizes(1000, 1000, 1000, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1000)
+    assert tile_block_sizes(1024, 1024, 1024, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1024)
+    assert tile_block_sizes(1000, 1000, 1000, "int8", 2) == dict(GR=1, GC=3, NC=528, KC=1000)  # 512 + 488
+    assert tile_block_sizes(1024, 1024, 1024, "bf16", 2)["GC"] == 3  # 32 steps of k
     assert tile_block_sizes(96, 96, 256, "int8", 2)["GC"] == 3 and tile_block_sizes(96, 96, 256, "int8", 2)["NC"] == 48
     assert tile_block_sizes(256, 256, 256, "int8", 2)["GC"] == 3  # 4 steps of k: 1 x 3 blocks
     assert tile_block_sizes(511, 513, 257, "bf16", 2) == dict(GR=1, GC=3, NC=272, KC=257)
     assert tile_block_sizes(512, 512, 512, "bf16", 1)["GC"] == 3
-    M, N, K = 40, 100, 520  # blocks of 64 and 36 columns: 1 x 2 steps, a partial tile, a k tail
-    sizes = tile_block_sizes(M, N, K, "int8", 2)
-    assert sizes["GC"] == 2 and sizes["NC"] == 64, sizes
-    plan, args = tile_matmul_plan(M, N, K, "int8", 2, target=x86tile.emulating(acc.Target.HOST))
+    assert tile_block_sizes(40, 128, 520, "int8", 2) == dict(GR=1, GC=2, NC=64, KC=520)
+    M, N, K = 40, 100, 520  # blocks of 64 and 36 columns in 1 x 2 steps: a partial tile, a k tail
+    plan, args = tile_matmul_plan(M, N, K, "int8", 2, target=x86tile.emulating(acc.Target.HOST),
+                                  sizes=dict(GC=2, NC=64))
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
     lib = pkg.build("threads_1x2", output_dir=str(tmp_path), python_module=False, progress=False)
