@@ -417,23 +417,29 @@ def element_offset(buffer, indices, ranges=None) -> Expr:
     return Const(0) if total is None else total
 
 
+def affine_bounds(a, ranges) -> Optional[tuple]:
+    """(min, max) of the affine `a` when each of its vars v lies in ranges[v] = (first, last);
+    None when a var has no range."""
+    lo = hi = a.const
+    for v, c in a.terms:
+        r = ranges.get(v)
+        if r is None:
+            return None
+        lo += c * (r[0] if c > 0 else r[1])
+        hi += c * (r[1] if c > 0 else r[0])
+    return lo, hi
+
+
 def _divmod(ix, g: int, ranges=None) -> tuple:
     """(ix // g, ix % g); exact without division where ix = g*X + r with r in [0, g) (r a constant,
     or terms whose `ranges` bound it)."""
     a = to_affine(ix)
     if a is not None and ranges:
-        whole = [(v, c) for v, c in a.terms if c % g == 0]
-        rest = [(v, c) for v, c in a.terms if c % g]
-        lo = hi = a.const % g
-        for v, c in rest:
-            if v not in ranges:
-                break
-            lo += min(c * ranges[v][0], c * ranges[v][1])
-            hi += max(c * ranges[v][0], c * ranges[v][1])
-        else:
-            if 0 <= lo and hi < g:
-                q = Affine([(v, c // g) for v, c in whole], a.const // g)
-                return q.to_expr(), Affine(rest, a.const % g).to_expr()
+        rest = Affine([(v, c) for v, c in a.terms if c % g], a.const % g)
+        b = affine_bounds(rest, ranges)
+        if b is not None and 0 <= b[0] and b[1] < g:
+            q = Affine([(v, c // g) for v, c in a.terms if c % g == 0], a.const // g)
+            return q.to_expr(), rest.to_expr()
     return _floordiv(ix, g), _mod(ix, g)
 
 

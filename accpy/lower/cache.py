@@ -117,7 +117,7 @@ def insert_caches(stmt, request, symbols, owners=None):
             info.group = max(1, 4 // max(1, info.dtype.bits // 8))
             rows, cols = grouped_block(request.target, info.dtype) if request.target is not None else (1, 1)
             info.block_rows, info.block_cols = _lcm(info.group, rows), cols
-        info.panel = c.panel_width if source.rank >= 2 else 1
+        info.panel = c.panel_width
         stmt = _apply(stmt, info, symbols)
         if info.deferred:
             buffers[c.key] = info.buffer if info.buffer is not None else info.source

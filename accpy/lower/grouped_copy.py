@@ -13,9 +13,10 @@ def grouped_copy(info, exts, body, copy_nest, starts=None):
     """A copy into a VNNI-ordered or paneled cache (`info`: lower/cache.py's _CacheInfo; a group
     of one row where not in VNNI order): per group of rows, per column, the group's rows
     (consecutive elements, one statement each); in a cache of column panels, per group of rows,
-    per panel, its columns (each row of the source read in order, each panel row written whole). Rows past the block, up to a whole block of `block_rows`, are zeros
-    (a last partial group included): an instruction reading a whole block past the data meets
-    only zeros along the rows (the reduction). `body(indices)` is the Store of one element,
+    per panel, its columns (each row of the source read in order, each panel row written whole).
+    Rows past the block, up to a whole block of `block_rows`, are zeros (a last partial group
+    included): an instruction reading a whole block past the data meets only zeros along the
+    rows (the reduction). `body(indices)` is the Store of one element,
     `copy_nest(exts, make_body, small, starts, simd)` lower/cache.py's loops over a block."""
     g, R = info.group, info.block_rows
     rows = exts[-2]

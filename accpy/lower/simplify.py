@@ -9,7 +9,7 @@ decided by the ranges of the loops around them (constant bounds): `2 * x < 512` 
 from __future__ import annotations
 
 from ..ir.kinds import LoopKind
-from ..ir.affine import to_affine
+from ..ir.affine import affine_bounds, to_affine
 from ..ir.expr import BinOp, Const, as_int, idx_op
 from ..ir.stmt import Block, For, If, block
 from ..ir.types import ScalarType
@@ -21,17 +21,6 @@ class Simplify(Mutator):
         self.keep = set(keep)  # loop vars whose loops stay even with one iteration
         self.keep_innermost = set(keep_innermost)  # the same, when no loop is inside them
         self.ranges: dict = {}  # loop var -> (first, last) of the loops around, where constant
-
-    def _bounds(self, a):
-        """(min, max) of affine `a` over the known loop ranges, or None."""
-        lo = hi = a.const
-        for v, c in a.terms:
-            r = self.ranges.get(v)
-            if r is None:
-                return None
-            lo += c * (r[0] if c > 0 else r[1])
-            hi += c * (r[1] if c > 0 else r[0])
-        return lo, hi
 
     def visit_BinOp(self, e: BinOp):
         e = self.generic_visit(e)
@@ -47,7 +36,7 @@ class Simplify(Mutator):
                     return e.a
         if e.dtype is ScalarType.bool and e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
             d = to_affine(BinOp("sub", e.a, e.b, ScalarType.index)) if e.a.dtype.is_int else None
-            b = self._bounds(d) if d is not None else None
+            b = affine_bounds(d, self.ranges) if d is not None else None
             val = _decided(e.op, *b) if b is not None else None
             if val is not None:
                 return Const(val, ScalarType.bool)
