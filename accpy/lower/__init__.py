@@ -2,7 +2,8 @@
 as one ordered list of named passes (`PASSES`), applied in a loop:
 
     scan -> unswitch -> simplify (keeping cache loops) -> caches -> simplify
-    -> target memories -> tensorize -> simplify -> configs [-> the libraries' own passes]
+    -> target memories -> tensorize -> simplify -> configs -> invariant fills
+    [-> the libraries' own passes]
     -> check target access -> mark loop kinds -> unroll -> simplify -> vectorize
     -> parallelize -> place buffers (caches private to threads, temporaries) -> promote
     registers -> simplify -> prefetch
@@ -32,6 +33,7 @@ from ..ir.visitor import Mutator, buffers_of, free_vars, nodes_of
 from ..targets.library import tensor_library
 from .cache import cache_loop_vars, insert_caches
 from .config import hoist_configs
+from .hoist import hoist_invariant_fills
 from .parallelize import mark_parallel, place_buffers
 from .prefetch import insert_prefetches
 from .registers import promote_registers
@@ -165,6 +167,7 @@ PASSES = (
     Pass("simplify (after tensorize)", lambda st: simplify(st.stmt, keep_innermost=_vector_vars(st)),
          lambda st: st.accelerated_now),
     Pass("configs", lambda st: hoist_configs(st.stmt), lambda st: st.accelerated_now),
+    Pass("invariant fills", lambda st: hoist_invariant_fills(st.stmt, st.request.kinds), lambda st: st.accelerated_now),
     Pass("check target access", _check_target_access,
          lambda st: not st.accelerated_now and any(is_target_buffer(b) for b in st.cache_bufs)),
     Pass("mark loop kinds", lambda st: _MarkKinds(st.request.kinds).visit(st.stmt), lambda st: bool(st.request.kinds)),

@@ -61,6 +61,7 @@ class Intrinsic:
     template: str
     reference: Optional[Callable] = field(default=None, compare=False)
     pointer_params: tuple = ()
+    read_only: tuple = ()  # pointer parameters the call only reads through (the others may be written)
     config: Optional[str] = None  # configuration state written (format string over params)
     uses_config: tuple = ()  # configuration states read
     header: str = ""  # what the C needs (#include)

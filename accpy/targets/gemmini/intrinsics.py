@@ -129,7 +129,7 @@ CONFIG_LD = _intr("config_ld", ("stride", "scale", "shrunk", "block_stride", "id
 CONFIG_ST = _intr("config_st", ("stride", "act", "scale"), "gemmini_extended_config_st({stride}, {act}, {scale})",
                   _ref_config_st, config="st", doc="mvout: DRAM row stride (bytes), activation, output scale")
 MVIN = tuple(_intr(n, ("dram", "addr", "cols", "rows"), f"gemmini_extended_{n}({{dram}}, {{addr}}, {{cols}}, {{rows}})",
-                   _ref_mvin(q), pointer_params=("dram",), uses_config=(f"ld{q}",))
+                   _ref_mvin(q), pointer_params=("dram",), read_only=("dram",), uses_config=(f"ld{q}",))
              for q, n in enumerate(("mvin", "mvin2", "mvin3")))
 MVOUT = _intr("mvout", ("dram", "addr", "cols", "rows"), "gemmini_extended_mvout({dram}, {addr}, {cols}, {rows})",
               _ref_mvout, pointer_params=("dram",), uses_config=("st",))

@@ -103,7 +103,7 @@ def _ops(hw: bool) -> dict:
         "config": intr(amx, "config", _SHAPE_PARAMS, c + f"config({shape_args})", _ref_config, config="tiles",
                        doc="LDTILECFG, palette 1: tile k is r_k rows of c_k bytes"),
         "loadd": intr(amx, "loadd", ("t", "base", "stride"), c + "loadd({t}, {base}, {stride})", _ref_loadd,
-                      pointer_params=("base",), uses_config=("tiles",), footprint=_tile_rows),
+                      pointer_params=("base",), read_only=("base",), uses_config=("tiles",), footprint=_tile_rows),
         "stored": intr(amx, "stored", ("t", "base", "stride"), c + "stored({t}, {base}, {stride})", _ref_stored,
                        pointer_params=("base",), uses_config=("tiles",), footprint=_tile_rows),
         "zero": intr(amx, "zero", ("t",), c + "zero({t})", _ref_zero, uses_config=("tiles",)),
@@ -111,11 +111,11 @@ def _ops(hw: bool) -> dict:
         "dpbf16ps": intr(amx, "dpbf16ps", ("d", "a", "b"), c + "dpbf16ps({d}, {a}, {b})", _ref_dpbf16ps,
                          uses_config=("tiles",)),
         "vpdpbusd": intr(vnni, "dpbusd", ("acc", "a", "b"), v + "dpbusd({acc}, {a}, {b})", _ref_vnni(False),
-                         pointer_params=("acc", "a", "b")),
+                         pointer_params=("acc", "a", "b"), read_only=("a", "b")),
         "vpdpbusds": intr(vnni, "dpbusds", ("acc", "a", "b"), v + "dpbusds({acc}, {a}, {b})", _ref_vnni(True),
-                          pointer_params=("acc", "a", "b")),
+                          pointer_params=("acc", "a", "b"), read_only=("a", "b")),
         "vdpbf16ps": intr(vnni, "dpbf16ps", ("acc", "a", "b"), v + "dpbf16ps({acc}, {a}, {b})", _ref_vdpbf16ps,
-                          pointer_params=("acc", "a", "b")),
+                          pointer_params=("acc", "a", "b"), read_only=("a", "b")),
     }
     for sa, sb in ((True, True), (True, False), (False, True), (False, False)):
         name = f"dpb{'s' if sa else 'u'}{'s' if sb else 'u'}d"
