@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import accpy as acc
 from accpy.ir.expr import Buffer, Call, Const, Load, Var, idx_op

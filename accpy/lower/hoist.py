@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..ir.expr import Call, Load, as_int
 from ..ir.kinds import LoopKind
-from ..ir.stmt import Alloc, Block, Evaluate, For, Store, block
+from ..ir.stmt import Alloc, Block, For, Store, block
 from ..ir.visitor import Mutator, free_vars, walk
 from ..ir.vector import VStore
 from ..targets.library import intrinsic
