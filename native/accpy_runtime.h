@@ -329,13 +329,78 @@ __attribute__((unused)) static inline int accpy_array_bytes(const char* what, si
     return 1;
 }
 
+/* ---- heap temporaries, kept per thread between calls ---------------------------------- */
+/* A kernel that packs a block into a large temporary on every call would otherwise have the C
+ * library hand it fresh pages each time (large blocks are mapped and unmapped; the arenas of
+ * other threads are trimmed): a page fault per 4 KiB per call. Freed blocks are kept instead,
+ * up to ACCPY_KEPT per thread (each at most ACCPY_KEPT_MAX bytes), and reused by the next
+ * allocation they fit; a thread's blocks are freed when it exits (a thread-specific key's
+ * destructor), the calling thread's and the key when the library is unloaded. Under a
+ * sanitizer, or where the key cannot be had, every block is freed at once (as free() would). */
+#include <malloc.h>
+#include <pthread.h>
+#define ACCPY_KEPT 4
+#define ACCPY_KEPT_MAX ((size_t)64 << 20)
+typedef struct {
+    void* block[ACCPY_KEPT];
+    size_t bytes[ACCPY_KEPT];
+    int registered; /* the key's value is set: its destructor frees these at thread exit */
+} accpy_kept_t;
+ACCPY_ERROR_STORAGE __thread accpy_kept_t accpy_kept;
+ACCPY_ERROR_STORAGE pthread_key_t accpy_kept_key;
+ACCPY_ERROR_STORAGE int accpy_kept_usable; /* 0: no key yet, 1: made, 2: none to be had, 3: being made */
+
+__attribute__((unused)) static void accpy_kept_release(void* kept) {
+    accpy_kept_t* k = (accpy_kept_t*)kept;
+    for (int s = 0; s < ACCPY_KEPT; ++s) {
+        free(k->block[s]);
+        k->block[s] = NULL;
+    }
+    k->registered = 0;
+}
+
+/* Whether this thread may keep blocks (its exit then frees them). */
+__attribute__((unused)) static inline int accpy_kept_here(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return 0;
+#else
+    if (accpy_kept.registered) return 1;
+    int state = __atomic_load_n(&accpy_kept_usable, __ATOMIC_ACQUIRE);
+    if (state == 0 && __atomic_compare_exchange_n(&accpy_kept_usable, &state, 3, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        state = pthread_key_create(&accpy_kept_key, accpy_kept_release) ? 2 : 1;
+        __atomic_store_n(&accpy_kept_usable, state, __ATOMIC_RELEASE);
+    }
+    if (state != 1 || pthread_setspecific(accpy_kept_key, &accpy_kept)) return 0;
+    accpy_kept.registered = 1;
+    return 1;
+#endif
+}
+
+#if !defined(ACCPY_SPLIT_UNIT) || defined(ACCPY_DEFINE_ERROR_STATE)
+/* (unloading: other threads' blocks stay allocated, but no destructor of this library runs later) */
+__attribute__((destructor, unused)) static void accpy_kept_unload(void) {
+    if (__atomic_exchange_n(&accpy_kept_usable, 2, __ATOMIC_ACQ_REL) == 1) pthread_key_delete(accpy_kept_key);
+    accpy_kept_release(&accpy_kept);
+}
+#endif
+
 /* A 64-byte-aligned block for such an array (zeroed when `zero`), or NULL with an error set. */
 __attribute__((unused)) static inline void* accpy_alloc_array(const char* what, size_t elem, int zero, int n,
                                                        const int64_t* dims) {
     size_t bytes;
     if (!accpy_array_bytes(what, elem, n, dims, NULL, &bytes)) return NULL;
     size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
-    void* p = aligned_alloc(64, rounded);
+    void* p = NULL;
+    int best = -1; /* the smallest kept block it fits */
+    for (int s = 0; s < ACCPY_KEPT; ++s)
+        if (accpy_kept.block[s] && accpy_kept.bytes[s] >= rounded && (best < 0 || accpy_kept.bytes[s] < accpy_kept.bytes[best]))
+            best = s;
+    if (best >= 0) {
+        p = accpy_kept.block[best];
+        accpy_kept.block[best] = NULL;
+    } else {
+        p = aligned_alloc(64, rounded);
+    }
     if (!p) {
         accpy_set_error("out of memory allocating %s (%zu bytes)", what, bytes);
         return NULL;
@@ -344,7 +409,23 @@ __attribute__((unused)) static inline void* accpy_alloc_array(const char* what, 
     return p;
 }
 
-/* (a name no user argument can shadow, unlike `free`) */
-__attribute__((unused)) static inline void accpy_free(void* p) { free(p); }
+/* A block of accpy_alloc_array given back: kept for this thread (in place of a smaller one), or freed.
+ * (a name no user argument can shadow, unlike `free`) */
+__attribute__((unused)) static inline void accpy_free(void* p) {
+    if (!p) return;
+    size_t bytes = malloc_usable_size(p);
+    if (bytes <= ACCPY_KEPT_MAX && accpy_kept_here()) {
+        int slot = 0;
+        for (int s = 1; s < ACCPY_KEPT; ++s)
+            if (!accpy_kept.block[s] || (accpy_kept.block[slot] && accpy_kept.bytes[s] < accpy_kept.bytes[slot])) slot = s;
+        if (!accpy_kept.block[slot] || accpy_kept.bytes[slot] < bytes) {
+            free(accpy_kept.block[slot]);
+            accpy_kept.block[slot] = p;
+            accpy_kept.bytes[slot] = bytes;
+            return;
+        }
+    }
+    free(p);
+}
 
 #endif /* ACCPY_RUNTIME_H */
