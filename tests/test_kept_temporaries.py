@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import accpy as acc
 from accpy.paths import native_dir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 PROBE = r"""
 #include <malloc.h>
@@ -99,16 +104,8 @@ def test_kernels_with_heap_temporaries_from_threads_that_come_and_go(tmp_path):
     """A cache of 256 KiB (on the heap) in a kernel called from 8 threads, one after another and
     four at a time: every result exact."""
     M, N, K = 64, 256, 256
-    A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(M, K))
-    B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(K, N))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += A[i, k] * B[k, j]
-
+    F32 = acc.ScalarType.float32
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, F32, F32, F32, F32)
     plan = nest.create_plan()
     plan.cache(B, index=i)
     pkg = acc.Package()
