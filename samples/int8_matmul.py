@@ -64,12 +64,15 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     2048^3 in 1.18 MiB blocks: -9%), then the last block least short of the others (a narrow last
     block re-reads all of A for a few columns: bf16 1000^3 in blocks of 528 and 472 rather than
     480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%).
-    NC, threads: one block per thread (N / threads in whole tiles) where it is not much over
-    1 MiB, in 1 x 2 steps where 1 x 3 ones do not fill it, 1 x 2 ones fill every thread's block and
-    k has 8 to 16 tile steps: 2 threads, against 1 x 3 steps (B in panels, 11 rounds taking turns),
-    bf16 512^3 +14%, int8 1024^3 +8%; int8 1000^3 (blocks of 512 and 488) -2 to -7%; with 32 steps
-    (bf16 1000^3, 1024^3) 1 x 3 steps are 10-13% faster, and with 4 (int8 256^3) 1 x 2 steps lost
-    20%. Else the NC whose busiest thread has the fewest columns."""
+    Threads, where one block of columns per thread fills it exactly (N / threads in whole 1 x 3
+    steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share the columns (split "j":
+    each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns:
+    bf16 512^3 +14%, int8 1024^3 +8%); elsewhere, given at least 4 rows of tiles per thread, they
+    share the rows of tiles (split "i") with one thread's block sizes: every packed block is shared,
+    filled by all threads, each reading it for its own rows (against a block of columns per thread,
+    2 threads, taking turns with MKL in both orders: int8 1000^3 +9 to +23%, 2048^3 +11 to +14%,
+    511x513x257 +7 to +37%; bf16 and 4096^3 within noise). With fewer rows, the NC whose busiest
+    thread has the fewest columns."""
     gr, gc = 1, 3
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
@@ -79,15 +82,21 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     cols = -(-N // step) * step
     cap = min(cols, max(step, (1 << 20) // row // step * step))
     even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
+    if threads > 1 and even <= cap * 5 // 4 and even * threads == N:
+        if even % step == 0:
+            return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
+        if 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps, every block full
+            return dict(GR=gr, GC=2, NC=even, KC=KC, split="j")
+    if threads > 1 and -(-M // 16) >= 4 * threads:
+        return dict(tile_block_sizes(M, N, K, dtype, 1), split="i")
     if threads > 1 and even <= cap * 5 // 4:
         if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
-            return dict(GR=gr, GC=gc, NC=even, KC=KC)
-        if 8 * depth <= KC <= 16 * depth and even * threads == N:  # whole 1 x 2 steps, every block full
-            return dict(GR=gr, GC=2, NC=even, KC=KC)
+            return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
         hi = -(-even // step) * step  # short k: blocks of whole 1 x 3 steps
     else:
         hi = cap if threads > 1 else (11 << 20) // 10 // row // step * step
-    return dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, hi))), KC=KC)
+    out = dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, hi))), KC=KC)
+    return dict(out, split="j") if threads > 1 else out
 
 
 def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int) -> int:
@@ -141,9 +150,10 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     return j, i, i2, j1, j2, ii, jj, kk, kloop
 
 
-def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None):
+def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j"):
     """The plan of a tile schedule (`_tile_schedule`'s indices): B packed per block, C's tiles in
-    tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step."""
+    tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step; with
+    threads, sharing the blocks of columns (`split` "j") or the rows of tiles ("i")."""
     j, i, i2, j1, j2, ii, jj, kk, kloop = idx
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
@@ -158,7 +168,7 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None):
     plan.unroll(j2)
     plan.tensorize(indices=(ii, jj, kk))
     if threads > 1:
-        plan.parallelize(indices=(j,), max_threads=threads)
+        plan.parallelize(indices=(i,) if split == "i" else (j,), max_threads=threads)
     return plan
 
 
@@ -171,7 +181,7 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     nest, (A, B, C) = matmul_nest(M, N, K, dtype)
     s = nest.create_schedule()
     idx = _tile_schedule(s, *nest.get_indices(), sz, depth, K)
-    return _tile_plan(s, target, A, B, C, idx, threads), (A, B, C)
+    return _tile_plan(s, target, A, B, C, idx, threads, split=sz.get("split", "j")), (A, B, C)
 
 
 def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1, target=None, sizes=None):
@@ -189,7 +199,7 @@ def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1,
     i, j, f, k = s.get_indices()
     idx = _tile_schedule(s, i, j, k, sz, 64, K, f)
     # the accumulators stay in their tiles across both parts (product, then epilogue)
-    plan = _tile_plan(s, target, A, B, Acc, idx, threads, c_index=f)
+    plan = _tile_plan(s, target, A, B, Acc, idx, threads, c_index=f, split=sz.get("split", "j"))
     return plan, (A, B, Acc, bias, Out, scale)
 
 

@@ -162,3 +162,70 @@ def test_the_sgemm_sample_splits_odd_widths_evenly_between_threads(tmp_path):
     c = np.zeros((M, N), np.float32)
     fn(a, b, c)
     np.testing.assert_array_equal(c, a @ b)
+
+
+def test_a_shared_cache_is_filled_by_all_threads(tmp_path):
+    """B cached outside the parallel loop over i (shared): its fill, 64 KiB and more, is a parallel
+    loop of its own (each thread copies whole rows of the block); a small fill stays serial. Exact,
+    over several calls."""
+    M, N, K = 64, 256, 128
+    nest, args, (i, j, k) = _matmul(M, N, K)
+    A, B, C = args
+    s = nest.create_schedule()
+    ii = s.split(i, 8)
+    s.reorder(i, j, k, ii)
+    plan = s.create_plan()
+    plan.cache(B, index=i)  # the whole 128 x 256 B: filled once, before the loop over i
+    plan.parallelize(indices=(i,), max_threads=2)
+    code = plan.emit_c()
+    fill = re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t (B_\w+) = 0; \1 < 128;", code)
+    assert fill is not None, code[code.index("_impl("):][:1500]
+    assert code.count("#pragma omp parallel for") == 2  # the fill, then the loop over i
+    fn, _ = _build(plan, args, tmp_path, "shared_fill")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    for _ in range(3):
+        c = np.zeros((M, N), np.float32)
+        fn(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+    small, sargs, (i, j, k) = _matmul(64, 16, 16)  # a 16 x 16 block: 1 KiB
+    s = small.create_schedule()
+    plan = s.create_plan()
+    plan.cache(sargs[1], index=i)
+    plan.parallelize(indices=(i,), max_threads=2)
+    assert plan.emit_c().count("#pragma omp parallel for") == 1
+
+
+def test_fills_whose_iterations_may_overlap_stay_serial():
+    """parallel_fills' rule on loop IR: stores into a cache whose subscript spreads over more
+    than the loop's step, reads of what the loop writes, or stores outside caches stay serial."""
+    from accpy.ir.expr import Buffer, Const, Load, Var, idx_op
+    from accpy.ir.kinds import BufferRole, LoopKind
+    from accpy.ir.stmt import Block, For, Store
+    from accpy.ir.types import ScalarType
+    from accpy.lower.parallelize import parallel_fills
+
+    f32 = ScalarType.float32
+
+    def buf(name, role):
+        return Buffer(name, f32, (Const(1024), Const(64)), (Const(64), Const(1)), role=role)
+
+    src, cache, out = buf("src", BufferRole.INPUT), buf("cache", BufferRole.CACHE), buf("out", BufferRole.OUTPUT)
+    v, t, c = Var("v"), Var("t"), Var("c")
+
+    def fill(row_of, value=None, into=cache):
+        body = Store(into, (row_of(v, t), c), value if value is not None else Load(src, (row_of(v, t), c)))
+        return For(v, Const(0), Const(256), For(t, Const(0), Const(4), For(c, Const(0), Const(64), body)))
+
+    def parallel(stmt):
+        return parallel_fills(stmt, [cache], "static", 2).kind == LoopKind.PARALLEL
+
+    four_rows = lambda v, t: idx_op("add", idx_op("mul", v, Const(4)), t)  # noqa: E731
+    assert parallel(fill(four_rows))  # rows 4v .. 4v + 3: disjoint
+    overlapping = lambda v, t: idx_op("add", idx_op("mul", v, Const(3)), t)  # noqa: E731
+    assert not parallel(fill(overlapping))  # rows 3v .. 3v + 3 meet the next iteration's
+    assert not parallel(fill(four_rows, value=Load(cache, (Const(0), c))))  # reads what it writes
+    assert not parallel(fill(four_rows, into=out))  # not a cache
+    tiny = For(v, Const(0), Const(4), Store(cache, (v, Const(0)), Load(src, (v, Const(0)))))
+    assert not parallel(Block((tiny,)).stmts[0])  # 16 bytes: not worth a parallel region

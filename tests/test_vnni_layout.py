@@ -5,6 +5,8 @@ a partial last group, caches of panels (multicaches) and host code reading the c
 and the errors for what the layout cannot be."""
 from __future__ import annotations
 
+import re
+
 import sys
 from pathlib import Path
 
@@ -319,23 +321,26 @@ def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
 
 
 def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
-    """With threads, one block of columns per thread where it fits the cache: in 1 x 3 steps when
-    they fill it, else in 1 x 2 steps (unless k is short), else 1 x 3 steps with a partial last one;
-    one thread's sizes do not change. The 1 x 2 grid with two threads is exact on the model."""
+    """With threads, one block of columns per thread where it fills it exactly: in 1 x 3 steps when
+    they do, else in 1 x 2 steps (where k has 8 to 16 tile steps); elsewhere the threads share the
+    rows of tiles, with one thread's blocks, given 4 rows of tiles per thread (else blocks of
+    columns again); one thread's sizes do not change. The 1 x 2 grid with two threads is exact on
+    the model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
-    assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512)
-    assert tile_block_sizes(1024, 1024, 1024, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1024)
-    assert tile_block_sizes(1000, 1000, 1000, "int8", 2) == dict(GR=1, GC=3, NC=528, KC=1000)  # 512 + 488
-    assert tile_block_sizes(1024, 1024, 1024, "bf16", 2)["GC"] == 3  # 32 steps of k
+    assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512, split="j")
+    assert tile_block_sizes(1024, 1024, 1024, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1024, split="j")
+    assert tile_block_sizes(96, 96, 1024, "int8", 2) == dict(GR=1, GC=3, NC=48, KC=1024, split="j")
+    # 512 + 488 columns, 1 x 3 steps of 32 k steps, 257 of 513: the rows are shared
+    for shape, dtype in (((1000, 1000, 1000), "int8"), ((1024, 1024, 1024), "bf16"), ((511, 513, 257), "bf16"),
+                         ((256, 256, 256), "int8")):
+        assert tile_block_sizes(*shape, dtype, 2) == dict(tile_block_sizes(*shape, dtype), split="i")
     assert tile_block_sizes(96, 96, 256, "int8", 2)["GC"] == 3 and tile_block_sizes(96, 96, 256, "int8", 2)["NC"] == 48
-    assert tile_block_sizes(256, 256, 256, "int8", 2)["GC"] == 3  # 4 steps of k: 1 x 3 blocks
-    assert tile_block_sizes(511, 513, 257, "bf16", 2) == dict(GR=1, GC=3, NC=272, KC=257)
     assert tile_block_sizes(512, 512, 512, "bf16", 1)["GC"] == 3
-    assert tile_block_sizes(40, 128, 520, "int8", 2) == dict(GR=1, GC=2, NC=64, KC=520)
+    assert tile_block_sizes(40, 128, 520, "int8", 2) == dict(GR=1, GC=2, NC=64, KC=520, split="j")
     M, N, K = 40, 100, 520  # blocks of 64 and 36 columns in 1 x 2 steps: a partial tile, a k tail
     plan, args = tile_matmul_plan(M, N, K, "int8", 2, target=x86tile.emulating(acc.Target.HOST),
                                   sizes=dict(GC=2, NC=64))
@@ -350,6 +355,40 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
 
 
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp_path):
+    """Two threads sharing the rows of tiles (split "i": 9 rows of tiles, the last partial) and
+    each packed block of B, which all threads fill (a parallel loop of its own), on the model."""
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes, tile_matmul_plan
+
+    M, N, K = 136, 200, 520
+    assert tile_block_sizes(M, N, K, dtype, 2)["split"] == "i"
+    plan, args = tile_matmul_plan(M, N, K, dtype, 2, target=x86tile.emulating(acc.Target.HOST))
+    code = plan.emit_c()
+    assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t B_c0 = 0;", code)
+    assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t i = 0;", code)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build(f"rows_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
+    rng = np.random.default_rng(4)
+    if dtype == "int8":
+        a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+        b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        c = np.zeros((M, N), np.int32)
+        lib.mm(a, b, c)
+        np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    else:
+        a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
+        b = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
+        c = np.zeros((M, N), np.float32)
+        lib.mm(a, b, c)
+        want = acc.bfloat16_values(a).astype(np.float64) @ acc.bfloat16_values(b).astype(np.float64)
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 5000), st.integers(1, 5000), st.integers(1, 9000), st.sampled_from(["int8", "bf16"]),
        st.integers(1, 8))
@@ -360,4 +399,5 @@ def test_tile_block_sizes_are_whole_tiles_for_any_shape_and_threads(M, N, K, dty
 
     s = tile_block_sizes(M, N, K, dtype, threads)
     assert s["GR"] == 1 and s["GC"] in (2, 3) and 1 <= s["KC"] <= K
+    assert s.get("split") in ((None,) if threads == 1 else ("i", "j"))
     assert s["NC"] >= 16 and s["NC"] % 16 == 0

@@ -34,7 +34,7 @@ from ..targets.library import tensor_library
 from .cache import cache_loop_vars, insert_caches
 from .config import hoist_configs
 from .hoist import hoist_invariant_fills
-from .parallelize import mark_parallel, place_buffers
+from .parallelize import mark_parallel, parallel_fills, place_buffers
 from .prefetch import insert_prefetches
 from .registers import promote_registers
 from .scan import scan
@@ -174,7 +174,8 @@ PASSES = (
     Pass("unroll", lambda st: unroll(st.stmt, st.request.kinds, st.request.unroll_below), _kinds_or_unroll),
     Pass("simplify (after unroll)", lambda st: simplify(st.stmt), _kinds_or_unroll),
     Pass("vectorize", lambda st: vectorize(st.stmt, st.request.target), _has_vectorized),
-    Pass("parallelize", lambda st: mark_parallel(st.stmt, *st.request.parallel),
+    Pass("parallelize", lambda st: parallel_fills(mark_parallel(st.stmt, *st.request.parallel), st.cache_bufs,
+                                                  *st.request.parallel),
          lambda st: st.request.parallel is not None),
     Pass("place buffers", _place_buffers),
     Pass("promote registers", lambda st: promote_registers(st.stmt), lambda st: bool(st.cache_bufs)),

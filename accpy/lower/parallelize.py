@@ -11,6 +11,11 @@ loop), it is also allocated at function level and shared there: such parallel it
 only read it or write disjoint elements of it (parallelize refuses statements whose
 written element does not move with the parallel indices).
 
+A cache shared by the threads (filled outside every parallel loop) is filled by all of them:
+`parallel_fills` makes the outermost loop of such a fill a parallel loop of its own when its
+iterations provably write disjoint elements (one subscript is `c * v + r` in every store, the
+spread of the `r`s less than |c|), read nothing the fill writes, and call nothing.
+
 Guarantees afterwards: parallel loops carry ("collapse", n), ("policy", p) and
 ("threads", t) attributes; no parallel loop is nested in another; every cache is
 allocated in the scope of all its uses and private to each thread.
@@ -19,9 +24,11 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir.kinds import LoopKind
-from ..ir.affine import to_affine
-from ..ir.stmt import Alloc, For
-from ..ir.visitor import Mutator, Visitor, accesses, buffers_of
+from ..ir.affine import Affine, affine_bounds, to_affine
+from ..ir.expr import Call, Expr, as_int
+from ..ir.stmt import Alloc, For, Store
+from ..ir.vector import VStore
+from ..ir.visitor import Mutator, Visitor, accesses, buffers_of, child_nodes, walk
 
 
 def mark_parallel(stmt, policy: str, threads: int):
@@ -63,6 +70,81 @@ class _Mark(Mutator):
         if n == 0:
             return self.visit(s)
         return For(s.var, s.lo, s.hi, self._collapsed(s.body, n - 1), LoopKind.PARALLEL_INNER, s.attrs)
+
+
+def parallel_fills(stmt, caches, policy: str, threads: int):
+    """`stmt` with the outermost loop of each fill of a shared cache in `caches` made parallel
+    (see the module doc); loops inside parallel loops are left alone."""
+    ids = {id(b) for b in caches}
+
+    class M(Mutator):
+        def visit_For(self, f: For):
+            if f.kind in (LoopKind.PARALLEL, LoopKind.PARALLEL_INNER):
+                return f
+            if f.kind == LoopKind.SERIAL and _disjoint_fill(f, ids):
+                return For(f.var, f.lo, f.hi, f.body, LoopKind.PARALLEL,
+                           f.attrs + (("collapse", 1), ("policy", policy), ("threads", threads)))
+            return self.generic_visit(f)
+
+    return M().visit(stmt)
+
+
+def _disjoint_fill(f: For, cache_ids) -> bool:
+    """Whether `f` only stores into caches of `cache_ids`, each iteration into elements no other
+    iteration writes (checked on one subscript), reading none of them and calling nothing."""
+    lo, hi = as_int(f.lo), as_int(f.hi)
+    if lo is None or hi is None or hi - lo < 2 or _stored_bytes(f) < FILL_BYTES:
+        return False
+    nodes = list(walk(f.body))
+    stores = [n for n in nodes if isinstance(n, (Store, VStore))]
+    written = {id(s.buffer) for s in stores}
+    if (not stores or not written <= cache_ids or any(isinstance(n, Call) for n in nodes)
+            or any(isinstance(n, For) and n.kind in (LoopKind.PARALLEL, LoopKind.PARALLEL_INNER) for n in nodes)
+            or any(id(a.buffer) in written for a in accesses(f.body) if not a.is_write)):
+        return False
+    ranges = {}
+    for n in nodes:
+        if isinstance(n, For):
+            a, b = as_int(n.lo), as_int(n.hi)
+            if a is None or b is None or b <= a:
+                return False
+            ranges[n.var] = (a, b - 1)
+    if len(written) > 1 or len({len(s.indices) for s in stores}) != 1:
+        return False
+    for d in range(len(stores[0].indices)):
+        forms = [to_affine(s.indices[d]) for s in stores]
+        if any(a is None for a in forms):
+            continue
+        coefs = {dict(a.terms).get(f.var, 0) for a in forms}
+        if len(coefs) != 1 or 0 in coefs:
+            continue
+        c = coefs.pop()
+        spans = []
+        for s, a in zip(stores, forms):
+            rest = affine_bounds(Affine([t for t in a.terms if t[0] is not f.var], a.const), ranges)
+            lanes = (s.lanes - 1) * s.stride if isinstance(s, VStore) and d == len(s.indices) - 1 else 0
+            if rest is None or (isinstance(s, VStore) and (lanes < 0 or (s.stride != 1 and d == len(s.indices) - 1))):
+                spans = None
+                break
+            spans.append((rest[0], rest[1] + lanes))
+        if spans and max(h for _, h in spans) - min(lo for lo, _ in spans) < abs(c):
+            return True
+    return False
+
+
+# fills smaller than this stay serial (a parallel region costs a few microseconds)
+FILL_BYTES = 64 * 1024
+
+
+def _stored_bytes(s) -> int:
+    """Bytes the statement stores, counting each loop's constant trip count (0 where one is not
+    constant)."""
+    if isinstance(s, For):
+        lo, hi = as_int(s.lo), as_int(s.hi)
+        return 0 if lo is None or hi is None else max(hi - lo, 0) * _stored_bytes(s.body)
+    if isinstance(s, (Store, VStore)):
+        return max(s.buffer.dtype.bits // 8, 1) * (s.lanes if isinstance(s, VStore) else 1)
+    return sum(_stored_bytes(c) for c in child_nodes(s) if not isinstance(c, Expr))
 
 
 def _parallel_loops(stmt) -> list:
