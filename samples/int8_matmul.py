@@ -68,12 +68,13 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     Threads, where one block of columns per thread fills it exactly (N / threads in whole 1 x 3
     steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share the columns (split "j":
     each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns:
-    bf16 512^3 +14%, int8 1024^3 +8%); elsewhere, given at least 4 rows of tiles per thread, they
-    share the rows of tiles (split "i") with one thread's block sizes: every packed block is shared,
-    filled by all threads, each reading it for its own rows (against a block of columns per thread,
-    2 threads, taking turns with MKL in both orders: int8 1000^3 +9 to +23%, 2048^3 +11 to +14%,
-    511x513x257 +7 to +37%; bf16 and 4096^3 within noise). With fewer rows, the NC whose busiest
-    thread has the fewest columns."""
+    bf16 512^3 +14%, int8 1024^3 +8%). Where one block per thread would fit but not fill them
+    exactly, given at least 4 rows of tiles per thread, they share the rows of tiles (split "i")
+    with one thread's block sizes: every packed block is shared, filled by all threads, each
+    reading it for its own rows (against a block of columns per thread, 2 threads, taking turns
+    with MKL in both orders: int8 1000^3 +9 to +23%, 511x513x257 +7 to +37%). Wider N (several
+    blocks per thread; at 4096^3 the rows lost 5-15%), or fewer rows: the NC whose busiest thread
+    has the fewest columns."""
     gr, gc = 1, 3
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
@@ -88,7 +89,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
         if 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps, every block full
             return dict(GR=gr, GC=2, NC=even, KC=KC, split="j")
-    if threads > 1 and -(-M // 16) >= 4 * threads:
+    if threads > 1 and even <= cap * 5 // 4 and -(-M // 16) >= 4 * threads:
         return dict(tile_block_sizes(M, N, K, dtype, 1), split="i")
     if threads > 1 and even <= cap * 5 // 4:
         if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
