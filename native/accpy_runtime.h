@@ -340,7 +340,7 @@ __attribute__((unused)) static inline int accpy_array_bytes(const char* what, si
 #include <malloc.h>
 #include <pthread.h>
 #define ACCPY_KEPT 4
-#define ACCPY_KEPT_MAX ((size_t)64 << 20)
+#define ACCPY_KEPT_MAX ((size_t)16 << 20)
 typedef struct {
     void* block[ACCPY_KEPT];
     size_t bytes[ACCPY_KEPT];
