@@ -34,7 +34,10 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+# numpy only checks results here: its BLAS on one thread, so that no idle BLAS thread spins next to
+# the kernels being timed (measured on 2 cores: 2-thread kernels 2-15x slower right after a numpy matmul)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402

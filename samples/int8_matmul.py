@@ -31,13 +31,17 @@ the tile unit's functional model (bit-exact, much slower).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 
-import numpy as np
+# numpy only checks results here: its BLAS on one thread, so that no idle BLAS thread spins next to
+# the kernels being timed (measured on 2 cores: 2-thread kernels 2-15x slower right after a numpy matmul)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
-import accpy as acc
+import accpy as acc  # noqa: E402
 
 S = acc.ScalarType
 
