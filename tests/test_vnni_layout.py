@@ -295,20 +295,7 @@ def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape,
     else:
         dims = [int(x) for x in re.findall(r"\((\d+)\)", m.group(2))]
         assert dims[-2] % rows == 0 and dims[-1] % 16 == 0, dims
-    rng = np.random.default_rng(7)
-    if dtype == "int8":
-        a = rng.integers(0, 256, (M, K)).astype(np.uint8)
-        b = rng.integers(-128, 128, (K, N)).astype(np.int8)
-        c = np.zeros((M, N), np.int32)
-        lib.mm(a, b, c)
-        np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
-    else:
-        a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
-        b = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
-        c = np.zeros((M, N), np.float32)
-        lib.mm(a, b, c)
-        want = acc.bfloat16_values(a).astype(np.float64) @ acc.bfloat16_values(b).astype(np.float64)
-        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    _check_tile_matmul(lib.mm, M, N, K, dtype, seed=7)
 
 
 def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
@@ -373,18 +360,23 @@ def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
     lib = pkg.build(f"rows_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
-    rng = np.random.default_rng(4)
+    _check_tile_matmul(lib.mm, M, N, K, dtype, seed=4)
+
+
+def _check_tile_matmul(mm, M, N, K, dtype, seed):
+    """`mm` (C += A @ B, int8 or bf16) against numpy on random data: int8 exactly."""
+    rng = np.random.default_rng(seed)
     if dtype == "int8":
         a = rng.integers(0, 256, (M, K)).astype(np.uint8)
         b = rng.integers(-128, 128, (K, N)).astype(np.int8)
         c = np.zeros((M, N), np.int32)
-        lib.mm(a, b, c)
+        mm(a, b, c)
         np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
     else:
         a = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
         b = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
         c = np.zeros((M, N), np.float32)
-        lib.mm(a, b, c)
+        mm(a, b, c)
         want = acc.bfloat16_values(a).astype(np.float64) @ acc.bfloat16_values(b).astype(np.float64)
         np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
 
