@@ -6,6 +6,7 @@ block is zeros. Then a package's kernel with a heap temporary, called from threa
 and go, stays exact."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,72 @@ def test_freed_blocks_are_kept_and_reused(tmp_path):
 def test_nothing_is_kept_under_the_address_sanitizer(tmp_path):
     reused, kept, smallest, huge_kept, in_thread, _ = _probe(tmp_path, "-fsanitize=address")
     assert (reused, kept, in_thread) == (0, 0, 0)
+
+
+UNLOAD = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+typedef void (*mm_t)(const float*, const float*, float*);
+static mm_t mm;
+static float a[64 * 256], b[256 * 256], c[64 * 256];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t go = PTHREAD_COND_INITIALIZER;
+static int called, unloaded;
+static void* worker(void* unused) {
+    mm(a, b, c);                                   /* keeps its temporary: a key value set */
+    pthread_mutex_lock(&lock);
+    called = 1;
+    pthread_cond_broadcast(&go);
+    while (!unloaded) pthread_cond_wait(&go, &lock);
+    pthread_mutex_unlock(&lock);
+    return NULL;                                   /* exits after the library is gone */
+}
+int main(int argc, char** argv) {
+    void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { printf("%s\n", dlerror()); return 2; }
+    mm = (mm_t)dlsym(lib, argv[2]);
+    for (int i = 0; i < 64 * 256; ++i) a[i] = (float)(i % 7);
+    for (int i = 0; i < 256 * 256; ++i) b[i] = (float)(i % 5);
+    mm(a, b, c);                                   /* and the main thread's */
+    pthread_t t;
+    pthread_create(&t, NULL, worker, NULL);
+    pthread_mutex_lock(&lock);
+    while (!called) pthread_cond_wait(&go, &lock);
+    pthread_mutex_unlock(&lock);
+    if (dlclose(lib)) return 3;
+    pthread_mutex_lock(&lock);
+    unloaded = 1;
+    pthread_cond_broadcast(&go);
+    pthread_mutex_unlock(&lock);
+    pthread_join(t, NULL);
+    printf("ok\n");
+    return 0;
+}
+"""
+
+
+def test_a_library_unloaded_before_a_thread_that_kept_a_block_exits(tmp_path):
+    """dlclose, then a thread that kept a block exits: its key's destructor (code of the unloaded
+    library) must not run; the process ends normally."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    M, N, K = 64, 256, 256
+    F32 = acc.ScalarType.float32
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, F32, F32, F32, F32)
+    plan = nest.create_plan()
+    plan.cache(B, index=i)
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, B, C), base_name="mm")
+    pkg.build("unload", output_dir=tmp_path, python_module=False, progress=False)
+    sym = re.search(r"void (mm_[0-9a-f]+)\(", (tmp_path / "unload.h").read_text()).group(1)
+    (tmp_path / "unload_driver.c").write_text(UNLOAD)
+    exe = tmp_path / "unload_driver"
+    subprocess.run(["gcc", "-O1", str(tmp_path / "unload_driver.c"), "-o", str(exe), "-ldl", "-lpthread"], check=True)
+    so = next(tmp_path.glob("*.so"))
+    r = subprocess.run([str(exe), str(so), sym], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr)
 
 
 def test_kernels_with_heap_temporaries_from_threads_that_come_and_go(tmp_path):
