@@ -79,9 +79,13 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     with MKL in both orders: int8 1000^3 +9 to +23%, 511x513x257 +7 to +37%). Wider N (several
     blocks per thread; at 4096^3 the rows lost 5-15%), or fewer rows: the NC whose busiest thread
     has the fewest columns."""
-    gr, gc = 1, 3
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
+    if threads == 1:  # 2 x 2 tiles where A's rows of tiles stay in L1 and B fits one block
+        KC = K if K * eb <= 1024 else 1024 // eb // depth * depth
+        if -(-K // KC) <= 2 and -(-N // 32) * 32 * KC * eb <= (11 << 20) // 10:
+            return dict(GR=2, GC=2, NC=-(-N // 32) * 32, KC=KC, PA=1)
+    gr, gc = 1, 3
     KC = K if K * eb <= 4096 else 4096 // eb // depth * depth
     step = 16 * gc
     row = max(1, KC * eb)  # bytes of one packed column
@@ -93,8 +97,9 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
         if 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps, every block full
             return dict(GR=gr, GC=2, NC=even, KC=KC, split="j")
-    if threads > 1 and even <= cap * 5 // 4 and -(-M // 16) >= 4 * threads:
-        return dict(tile_block_sizes(M, N, K, dtype, 1), split="i")
+    one = tile_block_sizes(M, N, K, dtype, 1) if threads > 1 else None
+    if threads > 1 and even <= cap * 5 // 4 and -(-M // (16 * one["GR"])) >= 4 * threads:
+        return dict(one, split="i")
     if threads > 1 and even <= cap * 5 // 4:
         if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
@@ -156,9 +161,10 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     return j, i, i2, j1, j2, ii, jj, kk, kloop
 
 
-def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j"):
+def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False):
     """The plan of a tile schedule (`_tile_schedule`'s indices): B packed per block, C's tiles in
-    tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step; with
+    tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step (with
+    `pack_a`, A's from a copy of the row of tiles' block of A, rows of whole cache lines); with
     threads, sharing the blocks of columns (`split` "j") or the rows of tiles ("i")."""
     j, i, i2, j1, j2, ii, jj, kk, kloop = idx
     plan = s.create_plan(target)
@@ -168,7 +174,8 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j"):
     # 1000^3, 511x513x257: one thread -2 to +12%, most +3 to +8%; two threads -8 to +6%)
     packed = plan.cache(B, index=i, layout=acc.Array.Layout.VNNI, panel_width=16)
     plan.cache(C, index=kloop if c_index is None else c_index, location=tile)  # accumulators stay in tiles
-    plan.cache(A, index=i2, location=tile)
+    # with pack_a: the GR tile rows of A (a KC block of them) copied once per row of tiles
+    plan.cache(plan.cache(A, index=j1) if pack_a else A, index=i2, location=tile)
     plan.cache(packed, index=i2, location=tile)
     plan.unroll(i2)
     plan.unroll(j2)
@@ -187,7 +194,7 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     nest, (A, B, C) = matmul_nest(M, N, K, dtype)
     s = nest.create_schedule()
     idx = _tile_schedule(s, *nest.get_indices(), sz, depth, K)
-    return _tile_plan(s, target, A, B, C, idx, threads, split=sz.get("split", "j")), (A, B, C)
+    return _tile_plan(s, target, A, B, C, idx, threads, split=sz.get("split", "j"), pack_a=bool(sz.get("PA"))), (A, B, C)
 
 
 def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1, target=None, sizes=None):
@@ -205,7 +212,8 @@ def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1,
     i, j, f, k = s.get_indices()
     idx = _tile_schedule(s, i, j, k, sz, 64, K, f)
     # the accumulators stay in their tiles across both parts (product, then epilogue)
-    plan = _tile_plan(s, target, A, B, Acc, idx, threads, c_index=f, split=sz.get("split", "j"))
+    plan = _tile_plan(s, target, A, B, Acc, idx, threads, c_index=f, split=sz.get("split", "j"),
+                      pack_a=bool(sz.get("PA")))
     return plan, (A, B, Acc, bias, Out, scale)
 
 

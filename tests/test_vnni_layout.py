@@ -304,7 +304,11 @@ def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
 
     assert tile_block_sizes(4096, 4096, 4096, "bf16") == dict(GR=1, GC=3, NC=240, KC=2048)
     assert tile_block_sizes(4096, 4096, 4096, "int8")["KC"] == 4096  # 4 KiB rows: one block
-    assert tile_block_sizes(1000, 1000, 1000, "bf16")["KC"] == 1000
+    # 2 x 2 tiles with A's rows of tiles packed, where a row of tiles of A stays in L1 (k blocks of
+    # at most 1 KiB) and B's block (two k blocks at most) takes all columns
+    assert tile_block_sizes(1000, 1000, 1000, "bf16") == dict(GR=2, GC=2, NC=1024, KC=512, PA=1)
+    assert tile_block_sizes(1000, 1000, 1000, "int8") == dict(GR=2, GC=2, NC=1024, KC=1000, PA=1)
+    assert tile_block_sizes(2048, 2048, 2048, "int8")["GR"] == 1  # B in two blocks of columns
 
 
 def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
@@ -326,7 +330,7 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
                          ((256, 256, 256), "int8")):
         assert tile_block_sizes(*shape, dtype, 2) == dict(tile_block_sizes(*shape, dtype), split="i")
     assert tile_block_sizes(96, 96, 256, "int8", 2)["GC"] == 3 and tile_block_sizes(96, 96, 256, "int8", 2)["NC"] == 48
-    assert tile_block_sizes(512, 512, 512, "bf16", 1)["GC"] == 3
+    assert tile_block_sizes(512, 512, 512, "bf16", 1)["GR"] == 2
     assert tile_block_sizes(40, 128, 520, "int8", 2) == dict(GR=1, GC=2, NC=64, KC=520, split="j")
     M, N, K = 40, 100, 520  # blocks of 64 and 36 columns in 1 x 2 steps: a partial tile, a k tail
     plan, args = tile_matmul_plan(M, N, K, "int8", 2, target=x86tile.emulating(acc.Target.HOST),
@@ -344,19 +348,22 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp_path):
-    """Two threads sharing the rows of tiles (split "i": 9 rows of tiles, the last partial) and
-    each packed block of B, which all threads fill (a parallel loop of its own), on the model."""
+    """Two threads sharing the rows of tiles (split "i": 9 rows of 2 x 2 tiles, the last partial)
+    and each packed block of B, which all threads fill (a parallel loop of its own), each packing
+    its rows of A; on the model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
-    M, N, K = 136, 200, 520
-    assert tile_block_sizes(M, N, K, dtype, 2)["split"] == "i"
+    M, N, K = 264, 200, 520
+    assert tile_block_sizes(M, N, K, dtype, 2)["split"] == "i" and tile_block_sizes(M, N, K, dtype, 2)["PA"]
     plan, args = tile_matmul_plan(M, N, K, dtype, 2, target=x86tile.emulating(acc.Target.HOST))
     code = plan.emit_c()
     assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t B_c0 = 0;", code)
     assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t i = 0;", code)
+    # A's copy feeds tile loads: its rows are whole cache lines (520 k: 576 bytes, or 1088 for bf16)
+    assert re.search(r"loadd\(\d+, &A_cache\[[^\]]*\], %d\)" % (576 if dtype == "int8" else 1088), code)
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
     lib = pkg.build(f"rows_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
@@ -390,6 +397,8 @@ def test_tile_block_sizes_are_whole_tiles_for_any_shape_and_threads(M, N, K, dty
     from int8_matmul import tile_block_sizes
 
     s = tile_block_sizes(M, N, K, dtype, threads)
-    assert s["GR"] == 1 and s["GC"] in (2, 3) and 1 <= s["KC"] <= K
+    assert (s["GR"], s["GC"]) in ((1, 2), (1, 3), (2, 2)) and 1 <= s["KC"] <= K
+    assert bool(s.get("PA")) == (s["GR"] == 2)  # 2 x 2: A's rows of tiles packed
+    assert s["GR"] == 1 or s["KC"] * (1 if dtype == "int8" else 2) <= 1024  # ... and in L1
     assert s.get("split") in ((None,) if threads == 1 else ("i", "j"))
     assert s["NC"] >= 16 and s["NC"] % 16 == 0

@@ -354,3 +354,16 @@ def test_a_fused_epilogue_quantizes_each_block_from_its_tiles(tmp_path, target, 
     lib.qmm(a, b, c, bias, out, scale)
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
     np.testing.assert_array_equal(out, reference(a, b, scale, bias, relu))
+
+
+def test_a_block_of_only_tile_operations_lowers_with_any_grid():
+    """bf16 1000^3 in a 2 x 2 grid over blocks of 528 columns: the unswitched loops leave blocks
+    made only of tile operations, which the generic pass regroups by their weights (as the target
+    library's tile defines them: the tile unit's tiles never share any)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_matmul_plan
+
+    plan, _ = tile_matmul_plan(1000, 1000, 1000, "bf16", target=x86tile.emulating(acc.Target.HOST),
+                               sizes=dict(GR=2, GC=2, NC=528, PA=1))
+    code = plan.emit_c()
+    assert code.count("accpy_amx_emu_dpbf16ps(") >= 4

@@ -65,6 +65,7 @@ class _CacheInfo:
     group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
     block_rows: int = 1  # VNNI layout: rows zero-padded to whole blocks of this many (grouped_block)
     block_cols: int = 1  # VNNI layout: columns allocated in whole blocks of this many
+    line_rows: bool = False  # rows allocated in whole 64-byte lines (read by a target memory's loads)
     panel: int = 1  # panel_width: columns in panels of this many (Buffer.panel)
     parallel_vars: frozenset = frozenset()  # the loops the plan runs in parallel
 
@@ -118,6 +119,10 @@ def insert_caches(stmt, request, symbols, owners=None):
             rows, cols = grouped_block(request.target, info.dtype) if request.target is not None else (1, 1)
             info.block_rows, info.block_cols = _lcm(info.group, rows), cols
         info.panel = c.panel_width
+        # a host cache that a target memory's instructions read (e.g. tile loads of A): rows of
+        # whole cache lines, so that no row of a block those instructions load spans two lines
+        info.line_rows = info.memory is None and any(
+            o.outer == c.key and o.memory is not None and memory(o.memory) is not None for o in request.caches)
         stmt = _apply(stmt, info, symbols)
         if info.deferred:
             buffers[c.key] = info.buffer if info.buffer is not None else info.source
@@ -196,6 +201,9 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
     isa = vector_shape(info.target, info.dtype) if info.target is not None else None
     if isa is not None and shape and not info.layout_last and shape[-1] > 1 and info.group == 1:
         shape[-1] = -(-shape[-1] // isa.lanes) * isa.lanes
+    line = 64 // max(1, info.dtype.bits // 8)  # elements per cache line
+    if info.line_rows and rank >= 2 and not info.layout_last and info.group == 1 and info.panel <= 1:
+        shape[-1] = -(-shape[-1] // line) * line
     g = info.group
     if g > 1:
         # whole groups of rows, whole blocks of the instructions that read the cache

@@ -42,8 +42,7 @@ class _PendingTile(Stmt):
 
     @property
     def weights(self):
-        t = self.items[0][0]
-        return (t.b, t.tk, t.tj)
+        return self.items[0][0].weights  # (the target library's tile says what its weights are)
 
     def loops(self):
         return list(self.reuse) + [f for _, ls in self.items for f in ls]

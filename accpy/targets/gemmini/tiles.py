@@ -67,6 +67,11 @@ class Tile:
     tk: object
     b_vars: frozenset  # vars the weights (address and shape) depend on
 
+    @property
+    def weights(self):
+        """What a preload holds: tiles with equal weights share one."""
+        return (self.b, self.tk, self.tj)
+
 
 def matmul_operands(store, what: str) -> list:
     """The two int8 loads of `C[..] += int32(A[..]) * int32(B[..])` (C int32); ValueError otherwise."""
