@@ -18,7 +18,7 @@ bf16_matmul.py and benchmarks/lowp.py):
 B's NC-column block is packed once, into a host cache in VNNI order (`layout=Array.Layout.VNNI`:
 4 consecutive k per 32-bit slot, as the tile unit reads B) in panels of a tile's 16 columns
 (`panel_width=16`: each tile's rows one contiguous KiB), from which every B tile is one tile load; C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from
-A. The grid loops i2, j2 are unrolled (tile numbers are immediates). With threads, each configuring its own
+A, or (2 x 2 tiles) from a copy of the row of tiles' block of A, made once per row of tiles. The grid loops i2, j2 are unrolled (tile numbers are immediates). With threads, each configuring its own
 tiles, either each thread takes whole NC blocks (packing its own), or all threads fill each packed
 block together and then share its rows of tiles (`tile_block_sizes`' "split").
 
@@ -58,9 +58,13 @@ def tile_target():
 
 
 def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1) -> dict:
-    """GR x GC tiles of C (1 x 3: one A tile meets three B tiles; measured fastest here), NC
-    columns of B per packed block and KC rows of k per block. Measured on a Xeon, ratios to MKL
-    with the two taking turns (7 rounds).
+    """GR x GC tiles of C, NC columns of B per packed block and KC rows of k per block (PA: A's
+    rows of tiles copied). Measured on a Xeon, ratios to MKL with the two taking turns.
+
+    One thread, where a row of tiles of A fits L1 (k blocks of at most 1 KiB, two at most) and B's
+    block takes all columns (at most 1.1 MiB): 2 x 2 tiles, A's rows of tiles packed (two A tiles
+    from L1, two B tiles from L2 per four products; int8 1000^3 +17 to +20%, 1024^3 +11 to +13%,
+    bf16 1000^3 +9 to +13%, 1024^3 +27% against 1 x 3). Else 1 x 3 (one A tile meets three B tiles):
 
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
     so that the block keeps 240 columns rather than 96: 11% faster); the C tiles are then loaded
