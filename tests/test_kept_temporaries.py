@@ -145,19 +145,23 @@ int main(int argc, char** argv) {
 """
 
 
-def test_a_library_unloaded_before_a_thread_that_kept_a_block_exits(tmp_path):
-    """dlclose, then a thread that kept a block exits: its key's destructor (code of the unloaded
-    library) must not run; the process ends normally."""
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    M, N, K = 64, 256, 256
+def _heap_cache_package(M, N, K):
+    """A package of one float32 matmul `mm` whose B is cached whole (K x N: on the heap from 64 KiB)."""
     F32 = acc.ScalarType.float32
     nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, F32, F32, F32, F32)
     plan = nest.create_plan()
     plan.cache(B, index=i)
     pkg = acc.Package()
     pkg.add(plan, args=(A, B, C), base_name="mm")
-    pkg.build("unload", output_dir=tmp_path, python_module=False, progress=False)
+    return pkg
+
+
+def test_a_library_unloaded_before_a_thread_that_kept_a_block_exits(tmp_path):
+    """dlclose, then a thread that kept a block exits: its key's destructor (code of the unloaded
+    library) must not run; the process ends normally."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    _heap_cache_package(64, 256, 256).build("unload", output_dir=tmp_path, python_module=False, progress=False)
     sym = re.search(r"void (mm_[0-9a-f]+)\(", (tmp_path / "unload.h").read_text()).group(1)
     (tmp_path / "unload_driver.c").write_text(UNLOAD)
     exe = tmp_path / "unload_driver"
@@ -171,13 +175,7 @@ def test_kernels_with_heap_temporaries_from_threads_that_come_and_go(tmp_path):
     """A cache of 256 KiB (on the heap) in a kernel called from 8 threads, one after another and
     four at a time: every result exact."""
     M, N, K = 64, 256, 256
-    F32 = acc.ScalarType.float32
-    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, F32, F32, F32, F32)
-    plan = nest.create_plan()
-    plan.cache(B, index=i)
-    pkg = acc.Package()
-    pkg.add(plan, args=(A, B, C), base_name="mm")
-    lib = pkg.build("kept", output_dir=tmp_path, python_module=False, progress=False)
+    lib = _heap_cache_package(M, N, K).build("kept", output_dir=tmp_path, python_module=False, progress=False)
     assert "accpy_alloc_array" in (tmp_path / "kept.c").read_text()
     rng = np.random.default_rng(0)
     a = rng.integers(-4, 4, (M, K)).astype(np.float32)
