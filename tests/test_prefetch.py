@@ -192,7 +192,8 @@ def test_tile_loads_prefetch_every_row_of_their_tiles():
     # prefetching A in the k loop of the tile matmul asks for each row of the next A tile
     from int8_matmul import tile_matmul_plan
 
-    plan, (A, B, C) = tile_matmul_plan(64, 96, 256, "int8", 1)
+    # (1 x 3 tiles, A's tiles loaded straight from A)
+    plan, (A, B, C) = tile_matmul_plan(64, 96, 256, "int8", 1, sizes=dict(GR=1, GC=3, NC=96, KC=256, PA=0))
     k = next(ix for ix in plan.schedule.get_indices() if ix.name == "k")  # the loop over tile depths
     plan.prefetch(A, index=k, distance=1)
     got = _prefetches(_loop_body(plan.emit_c(), "k"))
