@@ -35,7 +35,7 @@ import tempfile
 import time
 
 # numpy only checks results here: its BLAS on one thread, so that no idle BLAS thread spins next to
-# the kernels being timed (measured on 2 cores: 2-thread kernels 2-15x slower right after a numpy matmul)
+# the kernels being timed (measured on 2 cores: 2-thread kernels 1.3-23x slower right after a numpy matmul)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
