@@ -96,15 +96,14 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     cols = -(-N // step) * step
     cap = min(cols, max(step, (1 << 20) // row // step * step))
     even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
-    if threads > 1 and even <= cap * 5 // 4 and even * threads == N:
-        if even % step == 0:
+    if threads > 1 and even <= cap * 5 // 4:  # one block of columns per thread fits
+        if even * threads == N and even % step == 0:
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
-        if 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps, every block full
+        if even * threads == N and 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps, every block full
             return dict(GR=gr, GC=2, NC=even, KC=KC, split="j")
-    one = tile_block_sizes(M, N, K, dtype, 1) if threads > 1 else None
-    if threads > 1 and even <= cap * 5 // 4 and -(-M // (16 * one["GR"])) >= 4 * threads:
-        return dict(one, split="i")
-    if threads > 1 and even <= cap * 5 // 4:
+        one = tile_block_sizes(M, N, K, dtype, 1)
+        if -(-M // (16 * one["GR"])) >= 4 * threads:  # rows of tiles enough to share
+            return dict(one, split="i")
         if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
         hi = -(-even // step) * step  # short k: blocks of whole 1 x 3 steps

@@ -46,7 +46,7 @@ def _kernel(src_index, hi=8, written=None):
 
 def _hoisted(stmt, s) -> bool:
     """Whether the Alloc of `s` now encloses the loop."""
-    return isinstance(stmt, Alloc) and stmt.buffer is s and any(isinstance(x, For) for x in nodes_of(stmt.body, For))
+    return isinstance(stmt, Alloc) and stmt.buffer is s and bool(nodes_of(stmt.body, For))
 
 
 def test_an_invariant_fill_moves_before_its_loop():
@@ -58,6 +58,10 @@ def test_an_invariant_fill_moves_before_its_loop():
     assert [st.buffer.name for st in nodes_of(fill, Store)] == ["s"]
 
 
+def _x_of(stmt):
+    return next(ld.buffer for ld in nodes_of(stmt, Load) if ld.buffer.name == "X")
+
+
 def test_fills_that_vary_or_read_what_the_loop_writes_stay():
     varying, s = _kernel(lambda t, j: idx_op("add", t, j))
     assert hoist_invariant_fills(varying, {}) is varying
@@ -65,12 +69,8 @@ def test_fills_that_vary_or_read_what_the_loop_writes_stay():
     assert hoist_invariant_fills(stored, {}) is stored
     # a call that may write through its pointer (an unknown function: any buffer it is given)
     called, s = _kernel(lambda t, j: t, written=lambda X, j: Evaluate(Call("opaque", (Load(X, (j,)),), I32)))
-    assert X_of(called) in written_buffers(called)
+    assert _x_of(called) in written_buffers(called)
     assert hoist_invariant_fills(called, {}) is called
-
-
-def X_of(stmt):
-    return next(ld.buffer for ld in nodes_of(stmt, Load) if ld.buffer.name == "X")
 
 
 def test_loops_that_may_not_run_or_run_in_parallel_keep_their_fills():

@@ -202,7 +202,7 @@ def test_fills_whose_iterations_may_overlap_stay_serial():
     than the loop's step, reads of what the loop writes, or stores outside caches stay serial."""
     from accpy.ir.expr import Buffer, Const, Load, Var, idx_op
     from accpy.ir.kinds import BufferRole, LoopKind
-    from accpy.ir.stmt import Block, For, Store
+    from accpy.ir.stmt import For, Store
     from accpy.ir.types import ScalarType
     from accpy.lower.parallelize import parallel_fills
 
@@ -228,4 +228,4 @@ def test_fills_whose_iterations_may_overlap_stay_serial():
     assert not parallel(fill(four_rows, value=Load(cache, (Const(0), c))))  # reads what it writes
     assert not parallel(fill(four_rows, into=out))  # not a cache
     tiny = For(v, Const(0), Const(4), Store(cache, (v, Const(0)), Load(src, (v, Const(0)))))
-    assert not parallel(Block((tiny,)).stmts[0])  # 16 bytes: not worth a parallel region
+    assert not parallel(tiny)  # 16 bytes: not worth a parallel region

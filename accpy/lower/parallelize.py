@@ -98,7 +98,8 @@ def _disjoint_fill(f: For, cache_ids) -> bool:
     nodes = list(walk(f.body))
     stores = [n for n in nodes if isinstance(n, (Store, VStore))]
     written = {id(s.buffer) for s in stores}
-    if (not stores or not written <= cache_ids or any(isinstance(n, Call) for n in nodes)
+    if (len(written) != 1 or not written <= cache_ids or any(isinstance(n, Call) for n in nodes)
+            or len({len(s.indices) for s in stores}) != 1
             or any(isinstance(n, For) and n.kind in (LoopKind.PARALLEL, LoopKind.PARALLEL_INNER) for n in nodes)
             or any(id(a.buffer) in written for a in accesses(f.body) if not a.is_write)):
         return False
@@ -109,8 +110,6 @@ def _disjoint_fill(f: For, cache_ids) -> bool:
             if a is None or b is None or b <= a:
                 return False
             ranges[n.var] = (a, b - 1)
-    if len(written) > 1 or len({len(s.indices) for s in stores}) != 1:
-        return False
     for d in range(len(stores[0].indices)):
         forms = [to_affine(s.indices[d]) for s in stores]
         if any(a is None for a in forms):
