@@ -164,7 +164,7 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     return j, i, i2, j1, j2, ii, jj, kk, kloop
 
 
-def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False):
+def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False, prefetch_c=0):
     """The plan of a tile schedule (`_tile_schedule`'s indices): B packed per block, C's tiles in
     tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step (with
     `pack_a`, A's from a copy of the row of tiles' block of A, rows of whole cache lines); with
@@ -183,6 +183,8 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", p
     plan.unroll(i2)
     plan.unroll(j2)
     plan.tensorize(indices=(ii, jj, kk))
+    if prefetch_c:
+        plan.prefetch(C, index=j1, distance=1, locality=prefetch_c, spread=kloop)
     if threads > 1:
         plan.parallelize(indices=(i,) if split == "i" else (j,), max_threads=threads)
     return plan
@@ -197,7 +199,8 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     nest, (A, B, C) = matmul_nest(M, N, K, dtype)
     s = nest.create_schedule()
     idx = _tile_schedule(s, *nest.get_indices(), sz, depth, K)
-    return _tile_plan(s, target, A, B, C, idx, threads, split=sz.get("split", "j"), pack_a=bool(sz.get("PA"))), (A, B, C)
+    return _tile_plan(s, target, A, B, C, idx, threads, split=sz.get("split", "j"), pack_a=bool(sz.get("PA")),
+                      prefetch_c=sz.get("PF", 0)), (A, B, C)
 
 
 def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1, target=None, sizes=None):

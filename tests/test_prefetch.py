@@ -218,3 +218,110 @@ def test_tile_matmul_with_prefetches_is_exact(tmp_path):
     want = c + a.astype(np.int32) @ b.astype(np.int32)
     lib.mm(a, b, c)
     np.testing.assert_array_equal(c, want)
+
+
+def _tile_plan_with_c_prefetch(K=256, spread=True, unroll_k=False):
+    """The tile sample's 2 x 2 plan over a 64 x 96 x K int8 matmul, C's next 2 x 2 block of
+    accumulator tiles prefetched in the loop over 32-column steps (j1), spread over the k loop."""
+    from int8_matmul import tile_matmul_plan
+
+    plan, args = tile_matmul_plan(64, 96, K, "int8", 1, sizes=dict(GR=2, GC=2, NC=96, KC=K, PA=1))
+    ix = {x.name: x for x in plan.schedule.get_indices()}
+    if unroll_k:
+        plan.unroll(ix["k"])
+    plan.prefetch(args[2], index=ix["j1"], distance=1, locality=1, spread=ix["k"] if spread else None)
+    return plan, args
+
+
+def _lines_asked(code: str, var: str, trips: int, j1: int = 0) -> list:
+    """The byte offsets (from C, at i = 0 and the given `j1`) of the prefetches in the first loop
+    of `var`, over its `trips` iterations, honouring the `if (...)` guards around them."""
+    out = []
+    for t in range(trips):
+        env, guard = {"i": 0, "j1": j1, var: t}, None
+        for line in _loop_body(code, var).splitlines()[1:]:
+            g = re.match(r"\s*if \((.*)\) \{$", line)
+            if g:
+                guard = g.group(1)
+            elif line.strip() == "}":
+                guard = None
+            m = re.search(r"__builtin_prefetch\(\(const void\*\)\(\(uintptr_t\)C \+ \(uintptr_t\)\((\d+)\*\((.*?)\)\)\), "
+                          r"1, 1\);", line)
+            if m and (guard is None or eval(guard, {}, env)):
+                out.append(int(m.group(1)) * eval(m.group(2), {}, env))
+    return sorted(out)
+
+
+def test_spread_shares_the_next_accumulator_block_out_over_the_k_loop():
+    plan, _ = _tile_plan_with_c_prefetch(K=256)
+    code = plan.emit_c()
+    j1 = _loop_body(code, "j1")
+    k = _loop_body(code, "k")
+    # none at the top of j1's body: 32 rows of 128 bytes (two lines each) in 4 k steps, 8 rows each
+    assert j1.index("__builtin_prefetch") > j1.index("for (int64_t k = ")
+    assert len(re.findall(r"__builtin_prefetch", k)) == 16
+    # C is loaded and stored there: prefetched for writing, kept out of L1 (locality 1)
+    assert all(g[3] == "1" and g[4] == "1" for g in _prefetches(k))
+    # the same lines as all of them at the top: C's rows are 96 ints (384 bytes); the next block
+    # starts 32 ints (128 bytes) on
+    top, _ = _tile_plan_with_c_prefetch(K=256, spread=False)
+    at_top = sorted(int(c) * eval(e, {}, {"i": 0, "j1": 0}) for _, c, e, _, _ in _prefetches(_loop_body(top.emit_c(), "j1")))
+    assert _lines_asked(code, "k", 4) == at_top == sorted(128 + 384 * r + 64 * h for r in range(32) for h in (0, 1))
+    assert _lines_asked(code, "k", 4, j1=1) == [x + 128 for x in at_top]
+    assert _lines_asked(code, "k", 4, j1=2) == []  # the last block of columns: nothing past it
+    assert "spread=k" in repr(plan)
+
+
+def test_spread_guards_the_slots_of_the_last_iterations():
+    # 32 rows over 3 k steps: 11 per step, the last step's last slot empty
+    plan, args = _tile_plan_with_c_prefetch(K=192)
+    code = plan.emit_c()
+    k = _loop_body(code, "k")
+    assert re.search(r"if \(\(\(11\*k \+ 10\) < 32\)\) \{", k)
+    assert _lines_asked(code, "k", 3) == sorted(128 + 384 * r + 64 * h for r in range(32) for h in (0, 1))
+
+
+def test_spread_without_its_loop_puts_them_at_the_top():
+    plan, _ = _tile_plan_with_c_prefetch(K=256, unroll_k=True)  # the k loop is unrolled away
+    j1 = _loop_body(plan.emit_c(), "j1")
+    assert len(re.findall(r"__builtin_prefetch", j1)) == 64
+    assert j1.index("__builtin_prefetch") < j1.index("accpy_amx_dpbusd")
+
+
+@pytest.mark.parametrize("K", [192, 256, 200])
+def test_spread_prefetches_leave_the_tile_matmul_exact(tmp_path, K):
+    plan, args = _tile_plan_with_c_prefetch(K=K)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build(f"pf_spread_{K}", output_dir=tmp_path, python_module=False)
+    rng = np.random.default_rng(K)
+    a = rng.integers(0, 256, (64, K), dtype=np.uint8)
+    b = rng.integers(-128, 128, (K, 96), dtype=np.int8)
+    c = rng.integers(-1000, 1000, (64, 96), dtype=np.int32)
+    want = c + a.astype(np.int32) @ b.astype(np.int32)
+    lib.mm(a, b, c)
+    np.testing.assert_array_equal(c, want)
+
+
+def test_spread_of_a_single_line_and_results_unchanged():
+    # one C vector per jj iteration: asked for in the first kk iteration only
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul(M=20, N=70, K=37)
+    p = s.create_plan()
+    p.cache(C, index=kk)
+    p.vectorize(jjj)
+    p.prefetch(C, index=jj, distance=1, spread=kk)
+    body = _loop_body(p.emit_c(), "kk")
+    assert re.search(r"if \(\(kk < 1\)\) \{\s*__builtin_prefetch", body)
+    assert_equivalent(s, p, (A, B, C), opt="-O3")
+
+
+def test_spread_must_be_an_index_inside():
+    nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
+    p = s.create_plan()
+    with pytest.raises(ValueError, match=r"spread: expected an index inside kk's loop .* got jj, which is outside"):
+        p.prefetch(B, index=kk, spread=jj)
+    with pytest.raises(ValueError, match=r"spread: expected an index inside kk's loop .* got kk"):
+        p.prefetch(B, index=kk, spread=kk)
+    with pytest.raises(TypeError, match="spread: expected an index of the schedule"):
+        p.prefetch(B, index=kk, spread="jjj")
+    assert "prefetch" not in repr(p)

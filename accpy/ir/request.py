@@ -47,7 +47,8 @@ class CacheRequest:
 class PrefetchRequest:
     """One `plan.prefetch(...)`: in each iteration of loop `var`, the lines that the accesses of
     its body (outside inner loops) will touch `distance` iterations later. The accesses are
-    those of `array` and its caches, or of the cache with key `cache_key` only."""
+    those of `array` and its caches, or of the cache with key `cache_key` only; with `spread`, asked
+for a few at a time in the iterations of that inner loop."""
 
     array: Optional[Buffer]
     cache_key: Optional[int]
@@ -55,6 +56,7 @@ class PrefetchRequest:
     distance: int
     locality: int
     describe: str  # e.g. "prefetch(B, index=kk, distance=8)", for messages
+    spread: Optional[Var] = None  # an inner loop whose iterations share the prefetches out
 
 
 @dataclass

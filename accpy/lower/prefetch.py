@@ -7,14 +7,23 @@ not prefetched (their lines are already there).
 Which lines: the accesses' flat element offsets are grouped by their varying part (e.g.
 `240*kk + 48*jj`) and sorted by constant offset; accesses whose bytes lie within one cache
 line of the run before them extend it, and a run gets one prefetch per line it spans (three
-16-float loads side by side: three prefetches; eight rows of A 4 KiB apart: eight)."""
+16-float loads side by side: three prefetches; eight rows of A 4 KiB apart: eight).
+
+Spread (`plan.prefetch(..., spread=index)`): the lines of one iteration are asked for a few at a
+time, in the iterations of an inner loop of that index (the longest directly in the body), not all
+at its top: where a group's runs are alike (as many lines each, a constant distance apart, e.g. the
+rows of a block of accumulator tiles), iteration t of the inner loop asks for runs q*t .. q*t+q-1
+(q = ceil(runs / trips)), and none in the last `distance` iterations of the index (those lines
+lie past its loop: another block's, or another thread's). Other groups, and bodies without such
+a loop of constant trips, keep their prefetches at the top."""
 from __future__ import annotations
 
 from typing import Optional
 
 from ..ir.affine import Affine, element_offset, to_affine
 from ..ir.expr import BinOp, Call, Const, Load, as_int, idx_op
-from ..ir.stmt import For, Prefetch, Store, block
+from ..ir.types import ScalarType
+from ..ir.stmt import For, If, Prefetch, Store, block
 from ..ir.vector import VLoad, VStore
 from ..ir.visitor import Mutator, child_nodes, free_vars, substitute
 from ..targets.library import intrinsic
@@ -54,12 +63,12 @@ def _intrinsic_rows(n: Call, chosen) -> Optional[list]:
         if not isinstance(at, Load) or not chosen(at.buffer):
             continue
         size = at.buffer.dtype.bits // 8
-        step = as_int(stride)
+        step, write = as_int(stride), param not in intr.read_only
         if step is None or step % size:
             continue  # rows at a distance only known at run time: not prefetched
         base = element_offset(at.buffer, at.indices)
         for r in range(rows):
-            out.append((at.buffer, idx_op("add", base, Const(r * step // size)), row_bytes, False))
+            out.append((at.buffer, idx_op("add", base, Const(r * step // size)), row_bytes, write))
     return out
 
 
@@ -98,9 +107,10 @@ def _ahead(off, var, distance: int, elements: int):
     return BinOp("add", e, Const(elements)) if elements else e
 
 
-def prefetches(accs, var, distance: int, locality: int) -> list:
-    """Prefetch statements for the lines of `accs` (see `_direct_accesses`), `distance`
-    iterations of `var` ahead."""
+def _runs(accs, var) -> list:
+    """The accesses `accs` (see `_direct_accesses`) that move with `var`, as groups
+    (buffer, varying part (an expression), [[first byte, end byte, is a write], ...]): in each
+    group, runs of bytes no more than a cache line apart, by first byte."""
     groups: dict = {}
     for buf, off, nbytes, write in accs:
         a = to_affine(off)
@@ -116,7 +126,7 @@ def prefetches(accs, var, distance: int, locality: int) -> list:
     out = []
     for (buf, key), items in groups.items():
         size = buf.dtype.bits // 8
-        runs: list = []  # [first byte, end byte, write], from the group's varying part
+        runs: list = []
         for c, nbytes, write in sorted(items, key=lambda t: t[0]):
             lo = c * size
             if runs and lo < runs[-1][1] + LINE_BYTES:
@@ -124,11 +134,74 @@ def prefetches(accs, var, distance: int, locality: int) -> list:
                 runs[-1][2] |= write
             else:
                 runs.append([lo, lo + nbytes, write])
-        base = key.to_expr() if isinstance(key, Affine) else key
-        for lo, hi, write in runs:
-            for b in range(lo, hi, LINE_BYTES):
-                out.append(Prefetch(buf, _ahead(base, var, distance, b // size), write, locality))
+        out.append((buf, key.to_expr() if isinstance(key, Affine) else key, runs))
     return out
+
+
+def _lines(buf, base, var, distance: int, locality: int, runs) -> list:
+    """One Prefetch per cache line of `runs`, `distance` iterations of `var` ahead."""
+    size = buf.dtype.bits // 8
+    return [Prefetch(buf, _ahead(base, var, distance, b // size), write, locality)
+            for lo, hi, write in runs for b in range(lo, hi, LINE_BYTES)]
+
+
+def prefetches(accs, var, distance: int, locality: int) -> list:
+    """Prefetch statements for the lines of `accs` (see `_direct_accesses`), `distance`
+    iterations of `var` ahead."""
+    return [p for buf, base, runs in _runs(accs, var) for p in _lines(buf, base, var, distance, locality, runs)]
+
+
+def _alike(runs) -> Optional[tuple]:
+    """(lines per run, bytes between runs) when every run spans as many lines and the runs are
+    evenly spaced; else None."""
+    counts = {len(range(lo, hi, LINE_BYTES)) for lo, hi, _ in runs}
+    steps = {b[0] - a[0] for a, b in zip(runs, runs[1:])}
+    if len(counts) != 1 or len(steps) > 1:
+        return None
+    return counts.pop(), steps.pop() if steps else 0
+
+
+def spread_prefetches(accs, var, distance: int, locality: int, inner: For) -> tuple:
+    """(the statements for the top of loop `inner`'s body, the prefetches left for the top of
+    `var`'s): the lines of `accs` `distance` iterations of `var` ahead, each group of alike runs
+    shared out over `inner`'s iterations (see the module's doc)."""
+    trips = as_int(idx_op("sub", inner.hi, inner.lo))
+    spread, top = [], []
+    for buf, base, runs in _runs(accs, var):
+        shape = _alike(runs)
+        if shape is None or not trips or trips < 2:
+            top.extend(_lines(buf, base, var, distance, locality, runs))
+            continue
+        lines, step = shape
+        size = buf.dtype.bits // 8
+        per = -(-len(runs) // trips)  # runs per iteration of `inner`
+        t = idx_op("sub", inner.var, inner.lo)
+        write = any(w for _, _, w in runs)
+        for v in range(per):
+            run = idx_op("add", idx_op("mul", Const(per), t), Const(v))  # the run this slot asks for
+            at = idx_op("add", _ahead(base, var, distance, (runs[0][0] + v * step) // size),
+                        idx_op("mul", Const(per * step // size), t))
+            stmts = [Prefetch(buf, idx_op("add", at, Const(n * LINE_BYTES // size)), write, locality)
+                     for n in range(lines)]
+            if per * (trips - 1) + v >= len(runs):  # the last iterations have no run in this slot
+                stmts = [If(BinOp("lt", run, Const(len(runs)), ScalarType.bool), block(*stmts))]
+            spread.extend(stmts)
+    return spread, top
+
+
+def _spread_loop(body, var) -> Optional[For]:
+    """The longest loop of `var` directly in `body` (not inside another loop), the first if tied."""
+    best, stack = None, [body]
+    while stack:
+        n = stack.pop(0)
+        if isinstance(n, For):
+            if n.var is var:
+                trips = as_int(idx_op("sub", n.hi, n.lo))
+                if trips is not None and (best is None or trips > best[0]):
+                    best = (trips, n)
+            continue
+        stack.extend(child_nodes(n))
+    return best[1] if best else None
 
 
 class _Insert(Mutator):
@@ -139,11 +212,34 @@ class _Insert(Mutator):
         f = self.generic_visit(f)
         if f.var is not self.req.var:
             return f
-        pre = prefetches(_direct_accesses(f.body, self.chosen), f.var, self.req.distance, self.req.locality)
-        if not pre:
+        req, accs = self.req, _direct_accesses(f.body, self.chosen)
+        inner = _spread_loop(f.body, req.spread) if req.spread is not None else None
+        if inner is None:
+            pre, spread = prefetches(accs, f.var, req.distance, req.locality), []
+        else:
+            spread, pre = spread_prefetches(accs, f.var, req.distance, req.locality, inner)
+        self.count += len(pre) + len(spread)
+        body = f.body
+        if spread:
+            # not past the loop's last iteration: those lines would be another block's (another
+            # thread's, when the loop outside is parallel)
+            ahead = BinOp("lt", idx_op("add", f.var, Const(req.distance)), f.hi, ScalarType.bool)
+            moved = For(inner.var, inner.lo, inner.hi, block(If(ahead, block(*spread)), inner.body), inner.kind,
+                        inner.attrs)
+            body = _Replace(inner, moved).visit(body)
+        if not pre and not spread:
             return f
-        self.count += len(pre)
-        return For(f.var, f.lo, f.hi, block(*pre, f.body), f.kind, f.attrs)
+        return For(f.var, f.lo, f.hi, block(*pre, body), f.kind, f.attrs)
+
+
+class _Replace(Mutator):
+    """One node (by identity) replaced."""
+
+    def __init__(self, old, new):
+        self.old, self.new = old, new
+
+    def visit(self, n):
+        return self.new if n is self.old else super().visit(n)
 
 
 def insert_prefetches(stmt, requests, owners):

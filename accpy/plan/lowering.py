@@ -55,7 +55,7 @@ def prefetch_requests(plan) -> tuple:
     """The plan's prefetches as PrefetchRequests (a cache by its key, an array by its buffer)."""
     key = {id(c): k for k, c in enumerate(plan.caches)}
     out = []
-    for source, index, distance, locality in plan._prefetches:
+    for source, index, distance, locality, spread in plan._prefetches:
         is_array = isinstance(source, Array)
         if is_array:
             name = source.name
@@ -66,7 +66,8 @@ def prefetch_requests(plan) -> tuple:
         out.append(PrefetchRequest(
             array=source.buffer if is_array else None, cache_key=None if is_array else key[id(source)],
             var=plan._dim_var(index), distance=distance, locality=locality,
-            describe=f"prefetch({name}, index={index.name}, distance={distance})"))
+            describe=f"prefetch({name}, index={index.name}, distance={distance})",
+            spread=None if spread is None else plan._dim_var(spread)))
     return tuple(out)
 
 

@@ -73,14 +73,17 @@ class Plan:
         access patterns when the package is built (a ValueError says what did not match)."""
         return self._call("tensorize", indices, intrinsic=intrinsic)
 
-    def prefetch(self, source, index, distance: int = 1, locality: int = 3) -> None:
+    def prefetch(self, source, index, distance: int = 1, locality: int = 3, spread=None) -> None:
         """Software prefetch: each iteration of `index`'s loop asks for the cache lines its body
         will touch `distance` iterations later (the accesses outside inner loops: after unrolling
         and vectorizing, usually all of them). `source`: an array (its elements, or those of its
         caches where the body reads a cache) or a cache of this plan (its elements only).
-        `locality` as C's __builtin_prefetch (3: keep in every cache level). A hint only: results
-        do not change, and addresses past the data are never read."""
-        return self._call("prefetch", source, index, distance=distance, locality=locality)
+        `locality` as C's __builtin_prefetch (3: keep in every cache level). `spread`: an index
+        inside `index` whose loop's iterations share the prefetches out, a few lines each (e.g.
+        the rows of the next block of accumulator tiles over the k loop), instead of all of them
+        at the top of the body. A hint only: results do not change, and addresses past the data
+        are never read."""
+        return self._call("prefetch", source, index, distance=distance, locality=locality, spread=spread)
 
     def _call(self, op, *args, **kwargs):
         from ..nest.parameters import has_parameter
@@ -411,7 +414,7 @@ class Plan:
             if self._THREADS_MEET in str(e):
                 raise ScheduleError(str(e)) from None
 
-    def _prefetch(self, source, index, distance: int = 1, locality: int = 3) -> None:
+    def _prefetch(self, source, index, distance: int = 1, locality: int = 3, spread=None) -> None:
         from ..nest.array import Array
         from .cache import Cache
 
@@ -430,7 +433,14 @@ class Plan:
                              f"got {distance!r}")
         if isinstance(locality, bool) or locality not in (0, 1, 2, 3):
             raise ValueError(f"prefetch: locality: expected 0, 1, 2 or 3 (as __builtin_prefetch), got {locality!r}")
-        self._prefetches.append((source, index, distance, locality))
+        if spread is not None:
+            self._dim_var(spread, "prefetch: spread")
+            order = self._schedule.space.position
+            if order(spread) <= order(index):
+                raise ValueError(f"prefetch: spread: expected an index inside {index.name}'s loop (its iterations "
+                                 f"share out the prefetches of one of {index.name}'s), got {spread.name}, "
+                                 f"which is outside it")
+        self._prefetches.append((source, index, distance, locality, spread))
 
     # -- tensorize ---------------------------------------------------------------------------------
     def _tensorize(self, indices, intrinsic=None) -> None:
@@ -494,9 +504,9 @@ class Plan:
             parts.append(f"cache={_describe_cache(c)}")
         for ixs, intr in self._tensorized:
             parts.append(f"tensorize=({', '.join(ix.name for ix in ixs)}; {intr.name})")
-        for src, ix, d, loc in self._prefetches:
+        for src, ix, d, loc, sp in self._prefetches:
             parts.append(f"prefetch=({_short(getattr(src, 'array', src))}, index={ix.name}, distance={d}"
-                         f"{'' if loc == 3 else f', locality={loc}'})")
+                         f"{'' if loc == 3 else f', locality={loc}'}{'' if sp is None else f', spread={sp.name}'})")
         if self._waiting:
             # nothing was applied: the calls are replayed once the parameters have values
             calls = [f"{op}({', '.join(_short(a) for a in args)}"
