@@ -306,9 +306,28 @@ def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
     assert tile_block_sizes(4096, 4096, 4096, "int8")["KC"] == 4096  # 4 KiB rows: one block
     # 2 x 2 tiles with A's rows of tiles packed, where a row of tiles of A stays in L1 (k blocks of
     # at most 1 KiB) and B's block (two k blocks at most) takes all columns
-    assert tile_block_sizes(1000, 1000, 1000, "bf16") == dict(GR=2, GC=2, NC=1024, KC=512, PA=1)
-    assert tile_block_sizes(1000, 1000, 1000, "int8") == dict(GR=2, GC=2, NC=1024, KC=1000, PA=1)
+    assert tile_block_sizes(1000, 1000, 1000, "bf16") == dict(GR=2, GC=2, NC=1024, KC=512, PA=1, PF=1)
+    assert tile_block_sizes(1000, 1000, 1000, "int8") == dict(GR=2, GC=2, NC=1024, KC=1000, PA=1, PF=1)
     assert tile_block_sizes(2048, 2048, 2048, "int8")["GR"] == 1  # B in two blocks of columns
+
+
+def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_reloaded_often():
+    """C's next block of tiles is prefetched over the k loop where the tiles are reloaded every 16
+    k steps or sooner (k blocks of at most 1 KiB) and C takes 1 MiB or more."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes, tile_matmul_plan
+
+    for threads in (1, 2):
+        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["PF"] == 1  # k blocks of 512 (1 KiB)
+        assert tile_block_sizes(512, 512, 512, "int8", threads)["PF"] == 1  # C: exactly 1 MiB
+        assert "PF" not in tile_block_sizes(2048, 2048, 2048, "int8", threads)  # 32 k steps per block
+        assert "PF" not in tile_block_sizes(256, 256, 256, "bf16", threads)  # C: 256 KiB
+        assert "PF" not in tile_block_sizes(511, 513, 257, "int8", threads)  # C: just under 1 MiB
+    plan, _ = tile_matmul_plan(512, 512, 512, "int8", 1)
+    code = plan.emit_c()
+    k_loop = code[code.index("for (int64_t k = "):]
+    assert "__builtin_prefetch((const void*)((uintptr_t)C" in k_loop[:k_loop.index("accpy_amx_dpbusd")]
+    assert "spread=k" in repr(plan)
 
 
 def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
@@ -322,8 +341,8 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
-    assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512, split="j")
-    assert tile_block_sizes(1024, 1024, 1024, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1024, split="j")
+    assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512, split="j", PF=1)
+    assert tile_block_sizes(1024, 1024, 1024, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1024, split="j", PF=1)
     assert tile_block_sizes(96, 96, 1024, "int8", 2) == dict(GR=1, GC=3, NC=48, KC=1024, split="j")
     # 512 + 488 columns, 1 x 3 steps of 32 k steps, 257 of 513: the rows are shared
     for shape, dtype in (((1000, 1000, 1000), "int8"), ((1024, 1024, 1024), "bf16"), ((511, 513, 257), "bf16"),
