@@ -365,6 +365,34 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
 
 
+def test_the_tile_sample_cuts_each_threads_share_of_wide_n_into_equal_blocks(tmp_path):
+    """Wide N on threads: blocks of whole tiles that cut each thread's share of the columns equally
+    (the last 1 x 3 step of each block narrower) where they fit in 1 MiB; exact on the model."""
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes, tile_matmul_plan
+
+    assert tile_block_sizes(2048, 2048, 2048, "int8", 2)["NC"] == 512  # 1024 each, in 2 blocks (not 384s)
+    assert tile_block_sizes(2048, 2048, 2048, "bf16", 2)["NC"] == 256  # 4 KiB per column: 4 blocks each
+    assert tile_block_sizes(2048, 2048, 2048, "bf16", 1)["NC"] == 240  # one thread: whole 1 x 3 steps
+    assert tile_block_sizes(2048, 2046, 2048, "int8", 2)["NC"] % 48 == 0  # 1023 each: no equal blocks
+    M, N, K = 32, 640, 4096  # 320 columns each: two blocks of 160 (three 1 x 3 steps and one tile)
+    sz = tile_block_sizes(M, N, K, "int8", 2)
+    assert (sz["NC"], sz["GC"], sz["split"]) == (160, 3, "j")
+    plan, args = tile_matmul_plan(M, N, K, "int8", 2, target=x86tile.emulating(acc.Target.HOST))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build("threads_equal_blocks", output_dir=str(tmp_path), python_module=False, progress=False)
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    c = rng.integers(-1000, 1000, (M, N)).astype(np.int32)
+    want = c + a.astype(np.int32) @ b.astype(np.int32)
+    lib.mm(a, b, c)
+    np.testing.assert_array_equal(c, want)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp_path):
     """Two threads sharing the rows of tiles (split "i": 9 rows of 2 x 2 tiles, the last partial)
