@@ -82,10 +82,11 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     reading it for its own rows (against a block of columns per thread, 2 threads, taking turns
     with MKL in both orders: int8 1000^3 +9 to +23%, 511x513x257 +7 to +37%). Wider N (several
     blocks per thread; at 4096^3 the rows lost 5-15%), or fewer rows: the NC whose busiest thread
-    has the fewest columns, equal blocks of whole tiles in each thread's share where they fit (the
-    last step of each block narrower; 2 threads, taking turns: int8 2048^3 in blocks of 512
-    rather than 384, 3 and 2 2/3 per thread, +12-13%; bf16 2048^3 256 rather than 96, +1 to +6%;
-    4096^3 256 rather than 192, -7 to +4%).
+    has the fewest columns, or equal blocks of whole tiles in each thread's share (the last step of
+    each block narrower) where those leave a thread 5% more than its share or are less than half
+    as wide (2 threads, taking turns: int8 2048^3 in blocks of 512 rather than 384, 3 and 2 2/3
+    per thread, +12-13%; bf16 2048^3 256 rather than 96, +1 to +6%; but 4096^3 256 rather than
+    192, -7 to +4%).
     PF (prefetch locality): where the accumulator tiles are reloaded every 16 k steps or sooner
     (KC of at most 1 KiB) and C takes 1 MiB or more, the rows of C's next block of tiles are
     prefetched into L2, a few in each k step (`plan.prefetch(C, ..., spread=k)`): against none,
@@ -132,21 +133,24 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
 
 
 def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int, limit: int = 0) -> int:
-    """The block width whose busiest thread has the fewest columns, then the fewest blocks, the last
-    block least short, the widest: a multiple of `step` in [lo, hi], or (with threads, up to
-    `limit`) one that cuts each thread's share of the columns into equal blocks of whole tiles
-    (whose last step is then narrower)."""
+    """The multiple of `step` in [lo, hi] whose busiest thread has the fewest columns, then the
+    fewest blocks, the last block least short, the widest. With threads, up to `limit`: rather the
+    widest blocks of whole tiles that cut each thread's share of the columns equally (the last step
+    of each block narrower), where the first leaves a thread 5% more than its share or is less
+    than half as wide."""
     def cost(nc):
         blocks = -(-N // nc)
         busiest = min(N, -(-blocks // threads) * nc)
         return (busiest, blocks, blocks * nc - N, -nc)
 
     hi = max(hi, step)
-    widths = list(range(max(step, min(lo, hi) // step * step), hi + 1, step))
+    nc = min(range(max(step, min(lo, hi) // step * step), hi + 1, step), key=cost)
     share = N // threads if threads > 1 and N % threads == 0 else 0
-    widths += [share // b for b in range(1, share // 16 + 1) if share % b == 0 and share // b % 16 == 0
-               and lo <= share // b <= limit]
-    return min(widths, key=cost)
+    equal = [share // b for b in range(1, share // 16 + 1)
+             if share % b == 0 and share // b % 16 == 0 and lo <= share // b <= limit]
+    if equal and (cost(nc)[0] * 20 >= share * 21 or equal[0] >= 2 * nc):
+        return equal[0]
+    return nc
 
 
 def matmul_nest(M: int, N: int, K: int, dtype: str = "int8", c_name: str = "C"):

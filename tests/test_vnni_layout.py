@@ -367,7 +367,9 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
 
 def test_the_tile_sample_cuts_each_threads_share_of_wide_n_into_equal_blocks(tmp_path):
     """Wide N on threads: blocks of whole tiles that cut each thread's share of the columns equally
-    (the last 1 x 3 step of each block narrower) where they fit in 1 MiB; exact on the model."""
+    (the last 1 x 3 step of each block narrower), where they fit in 1 MiB and blocks of whole
+    steps would leave a thread 5% more than its share or be less than half as wide; exact on the
+    model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
@@ -375,6 +377,7 @@ def test_the_tile_sample_cuts_each_threads_share_of_wide_n_into_equal_blocks(tmp
 
     assert tile_block_sizes(2048, 2048, 2048, "int8", 2)["NC"] == 512  # 1024 each, in 2 blocks (not 384s)
     assert tile_block_sizes(2048, 2048, 2048, "bf16", 2)["NC"] == 256  # 4 KiB per column: 4 blocks each
+    assert tile_block_sizes(4096, 4096, 4096, "int8", 2)["NC"] == 192  # 11 blocks of 192 are within 5%
     assert tile_block_sizes(2048, 2048, 2048, "bf16", 1)["NC"] == 240  # one thread: whole 1 x 3 steps
     assert tile_block_sizes(2048, 2046, 2048, "int8", 2)["NC"] % 48 == 0  # 1023 each: no equal blocks
     M, N, K = 32, 640, 4096  # 320 columns each: two blocks of 160 (three 1 x 3 steps and one tile)
