@@ -73,8 +73,15 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     2048^3 in 1.18 MiB blocks: -9%), then the last block least short of the others (a narrow last
     block re-reads all of A for a few columns: bf16 1000^3 in blocks of 528 and 472 rather than
     480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%).
-    Threads, where one block of columns per thread fills it exactly (N / threads in whole 1 x 3
-    steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share the columns (split "j":
+    Threads, where one thread's B is one block of columns and there are 4 rows of tiles per thread
+    or more: one thread's sizes, each thread its own block of rows (RT rows; the loop over them
+    outermost and parallel) and its own copy of each packed block (against the rows shared and
+    each block filled by all threads, or a block of columns per thread, 2 threads, 9 rounds taking
+    turns with MKL: bf16 1000^3 +10%, 512^3 +13%, 511x513x257 +16%, int8 1000^3 +4%, 1024^3 +7%,
+    512^3 +49%, 256^3 +81%; bf16 1024^3 +2%; at 2048^3, one thread's blocks of columns for each
+    thread's rows lost 4%). Else, where one block of columns per thread fills it exactly (N /
+    threads in whole 1 x 3 steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share
+    the columns (split "j":
     each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns:
     bf16 512^3 +14%, int8 1024^3 +8%). Where one block per thread would fit but not fill them
     exactly, given at least 4 rows of tiles per thread, they share the rows of tiles (split "i")
@@ -114,13 +121,17 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     cols = -(-N // step) * step
     cap = min(cols, max(step, (1 << 20) // row // step * step))
     even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
+    if threads > 1:
+        one = _tile_blocks(M, N, K, dtype, 1)
+        rows = -(-M // (16 * one["GR"]))  # rows of tiles
+        if one["NC"] >= N and rows >= 4 * threads:  # one thread's B in one block: each its own rows
+            return dict(one, split="i", RT=-(-rows // threads) * 16 * one["GR"])
     if threads > 1 and even <= cap * 5 // 4:  # one block of columns per thread fits
         if even * threads == N and even % step == 0:
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
         if even * threads == N and 8 * depth <= KC <= 16 * depth:  # whole 1 x 2 steps, every block full
             return dict(GR=gr, GC=2, NC=even, KC=KC, split="j")
-        one = _tile_blocks(M, N, K, dtype, 1)
-        if -(-M // (16 * one["GR"])) >= 4 * threads:  # rows of tiles enough to share
+        if rows >= 4 * threads:  # rows of tiles enough to share
             return dict(one, split="i")
         if even % step == 0 or even % 32:  # whole 1 x 3 steps, or neither step fills it
             return dict(GR=gr, GC=gc, NC=even, KC=KC, split="j")
@@ -172,7 +183,14 @@ def matmul_nest(M: int, N: int, K: int, dtype: str = "int8", c_name: str = "C"):
 
 def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     """Split and order a schedule (or a fused one, with its fusing index `f`) for the tile unit;
-    returns (j, i, i2, j1, j2, ii, jj, kk, the loop the accumulators stay across)."""
+    returns (j, i, i2, j1, j2, ii, jj, kk, the loop the accumulators stay across, the loop over
+    each thread's rows or None). With sz["RT"], the rows in blocks of RT, one per thread, outermost."""
+    rows = None
+    if sz.get("RT"):
+        rows, outer = s.split(i, sz["RT"]), (i,)
+        i = rows
+    else:
+        outer = ()
     j1 = s.split(j, sz["NC"])
     i2 = s.split(i, 16 * sz["GR"])
     ii = s.split(i2, 16)
@@ -183,13 +201,13 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     if KC < K:
         k1 = s.split(k, KC)  # k blocks: the packed KC x NC block, C's tiles stored after each
         kk = s.split(k1, depth)
-        s.reorder(j, k, i, j1, *fused, k1, i2, j2, ii, jj, kk)
+        s.reorder(*outer, j, k, i, j1, *fused, k1, i2, j2, ii, jj, kk)
         kloop = k1
     else:
         kk = s.split(k, depth)
-        s.reorder(j, i, j1, *fused, k, i2, j2, ii, jj, kk)
+        s.reorder(*outer, j, i, j1, *fused, k, i2, j2, ii, jj, kk)
         kloop = k
-    return j, i, i2, j1, j2, ii, jj, kk, kloop
+    return j, i, i2, j1, j2, ii, jj, kk, kloop, outer[0] if outer else None
 
 
 def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False, prefetch_c=0):
@@ -198,7 +216,7 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", p
     `pack_a`, A's from a copy of the row of tiles' block of A, rows of whole cache lines); with
     threads, sharing the blocks of columns (`split` "j") or the rows of tiles ("i"); with
     `prefetch_c` (a locality), C's next block of tiles asked for a few rows in each k step."""
-    j, i, i2, j1, j2, ii, jj, kk, kloop = idx
+    j, i, i2, j1, j2, ii, jj, kk, kloop, per_thread = idx
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
     # once per NC block (and k block), in VNNI order, in panels of a tile's 16 columns: each B tile one
@@ -215,7 +233,8 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", p
     if prefetch_c:
         plan.prefetch(C, index=j1, distance=1, locality=prefetch_c, spread=kloop)
     if threads > 1:
-        plan.parallelize(indices=(i,) if split == "i" else (j,), max_threads=threads)
+        plan.parallelize(indices=(per_thread,) if per_thread is not None else (i,) if split == "i" else (j,),
+                         max_threads=threads)
     return plan
 
 

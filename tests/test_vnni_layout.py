@@ -331,23 +331,27 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
 
 
 def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
-    """With threads, one block of columns per thread where it fills it exactly: in 1 x 3 steps when
-    they do, else in 1 x 2 steps (where k has 8 to 16 tile steps); elsewhere the threads share the
-    rows of tiles, with one thread's blocks, given 4 rows of tiles per thread (else blocks of
-    columns again); one thread's sizes do not change. The 1 x 2 grid with two threads is exact on
-    the model."""
+    """With threads, where one thread's B is one block of columns and there are 4 rows of tiles per
+    thread or more: one thread's sizes, each thread its own block of rows (RT). Elsewhere one block
+    of columns per thread where it fills it exactly: in 1 x 3 steps when they do, else in 1 x 2
+    steps (where k has 8 to 16 tile steps); else the threads share the rows of tiles, given 4 rows
+    of tiles per thread (else blocks of columns again). One thread's sizes do not change. The 1 x 2
+    grid with two threads is exact on the model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
-    assert tile_block_sizes(512, 512, 512, "bf16", 2) == dict(GR=1, GC=2, NC=256, KC=512, split="j", PF=1)
-    assert tile_block_sizes(1024, 1024, 1024, "int8", 2) == dict(GR=1, GC=2, NC=512, KC=1024, split="j", PF=1)
-    assert tile_block_sizes(96, 96, 1024, "int8", 2) == dict(GR=1, GC=3, NC=48, KC=1024, split="j")
-    # 512 + 488 columns, 1 x 3 steps of 32 k steps, 257 of 513: the rows are shared
-    for shape, dtype in (((1000, 1000, 1000), "int8"), ((1024, 1024, 1024), "bf16"), ((511, 513, 257), "bf16"),
-                         ((256, 256, 256), "int8")):
-        assert tile_block_sizes(*shape, dtype, 2) == dict(tile_block_sizes(*shape, dtype), split="i")
+    for shape, dtype, rows in (((1000, 1000, 1000), "int8", 512), ((1024, 1024, 1024), "bf16", 512),
+                               ((511, 513, 257), "bf16", 256), ((256, 256, 256), "int8", 128),
+                               ((512, 512, 512), "bf16", 256), ((1024, 1024, 1024), "int8", 512)):
+        assert tile_block_sizes(*shape, dtype, 2) == dict(tile_block_sizes(*shape, dtype), split="i", RT=rows)
+    assert tile_block_sizes(96, 96, 1024, "int8", 2) == dict(GR=1, GC=3, NC=48, KC=1024, split="j")  # 6 rows
+    # one thread: two blocks of 240 and 4 KiB rows of k; two: one block each, 1 x 3 steps
+    assert tile_block_sizes(2000, 480, 4096, "int8", 2) == dict(GR=1, GC=3, NC=240, KC=4096, split="j")
+    # one thread: blocks of 192 (4 KiB rows of k); a block of 256 per thread would not be whole 1 x 3
+    # steps: the threads share the rows of tiles and each packed block
+    assert tile_block_sizes(2000, 512, 2048, "bf16", 2) == dict(tile_block_sizes(2000, 512, 2048, "bf16"), split="i")
     assert tile_block_sizes(96, 96, 256, "int8", 2)["GC"] == 3 and tile_block_sizes(96, 96, 256, "int8", 2)["NC"] == 48
     assert tile_block_sizes(512, 512, 512, "bf16", 1)["GR"] == 2
     assert tile_block_sizes(40, 128, 520, "int8", 2) == dict(GR=1, GC=2, NC=64, KC=520, split="j")
@@ -397,23 +401,47 @@ def test_the_tile_sample_cuts_each_threads_share_of_wide_n_into_equal_blocks(tmp
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
-def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp_path):
-    """Two threads sharing the rows of tiles (split "i": 9 rows of 2 x 2 tiles, the last partial)
-    and each packed block of B, which all threads fill (a parallel loop of its own), each packing
-    its rows of A; on the model."""
+def test_threads_each_taking_their_rows_with_their_own_packed_b_are_exact(dtype, tmp_path):
+    """Where one thread's B is one block of columns, each of two threads takes its own block of rows
+    (9 rows of 2 x 2 tiles: 5 and 4, the last partial) and packs its own copy of B (one parallel
+    region, the rows' loop outermost); on the model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
     M, N, K = 264, 200, 520
-    assert tile_block_sizes(M, N, K, dtype, 2)["split"] == "i" and tile_block_sizes(M, N, K, dtype, 2)["PA"]
+    sz = tile_block_sizes(M, N, K, dtype, 2)
+    assert (sz["split"], sz["RT"], sz["PA"]) == ("i", 160, 1) and sz["NC"] >= N
     plan, args = tile_matmul_plan(M, N, K, dtype, 2, target=x86tile.emulating(acc.Target.HOST))
+    code = plan.emit_c()
+    region = code[code.index("#pragma omp parallel num_threads"):]
+    assert region.index("B_cache = ") < region.index("#pragma omp for")  # a copy of B per thread
+    assert re.search(r"#pragma omp for[^\n]*\n\s*for \(int64_t i = 0; i < 2; \+\+i\)", region)
+    assert "#pragma omp parallel for" not in code  # no fill shared between threads
+    # A's copy feeds tile loads: its rows are whole cache lines (int8, 520 k: 576 bytes; bf16: k blocks of 512)
+    assert re.search(r"loadd\(\d+, &A_cache\[[^\]]*\], %d\)" % (576 if dtype == "int8" else 1024), code)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build(f"own_rows_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
+    _check_tile_matmul(lib.mm, M, N, K, dtype, seed=4)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp_path):
+    """Two threads sharing the rows of tiles (split "i" without blocks of rows: 9 rows of 2 x 2
+    tiles, the last partial) and each packed block of B, which all threads fill (a parallel loop of
+    its own), each packing its rows of A; on the model."""
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_matmul_plan
+
+    M, N, K = 264, 200, 520
+    plan, args = tile_matmul_plan(M, N, K, dtype, 2, target=x86tile.emulating(acc.Target.HOST), sizes=dict(RT=0))
     code = plan.emit_c()
     assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t B_c0 = 0;", code)
     assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t i = 0;", code)
-    # A's copy feeds tile loads: its rows are whole cache lines (int8, 520 k: 576 bytes; bf16: k blocks of 512)
-    assert re.search(r"loadd\(\d+, &A_cache\[[^\]]*\], %d\)" % (576 if dtype == "int8" else 1024), code)
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
     lib = pkg.build(f"rows_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
