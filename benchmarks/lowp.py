@@ -6,8 +6,8 @@ against Intel MKL, in the same process.
 
 int8: C (int32) += A (uint8) . B (int8), against MKL's cblas_gemm_s8u8s32; bf16: C (float32) +=
 A . B (bfloat16), against cblas_gemm_bf16bf16f32. Two kernels of samples/int8_matmul.py: path
-"amx", `tile_matmul_plan` (B packed once per column block in VNNI order, 1 x 3 accumulator tiles
-kept across k); the vector path ("vnni" for int8: VPDPBUSD; "avx512bf16": VDPBF16PS),
+"amx", `tile_matmul_plan` (B packed per block in VNNI order, accumulator tiles kept across k, the
+grid and blocks of `tile_block_sizes`); the vector path ("vnni" for int8: VPDPBUSD; "avx512bf16": VDPBF16PS),
 `vector_matmul_plan` (a 6 x 64 register tile, B packed in VNNI order). Each is checked against
 numpy (int8: exactly) before it is timed. MKL runs on as many threads as accpy. `peak_fraction`:
 accpy's rate over the measured peak of the path's instruction (a loop of tile or vector dot
