@@ -102,9 +102,11 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     steps or more (2048^3) it cost 1-7%, at 256^3 (C in L2) up to 17% on two threads."""
     sz = _tile_blocks(M, N, K, dtype, threads)
     # C's next block of accumulator tiles prefetched into L2 over the k loop, where the tiles are
-    # reloaded every 16 k steps or sooner and C does not fit in L2 with the rest
+    # reloaded every 16 k steps or sooner and C does not fit in L2 with the rest (and a block has
+    # two whole column steps at least: a loop of them to prefetch in)
     eb = 1 if dtype == "int8" else 2
-    return dict(sz, PF=1) if sz["KC"] * eb <= 1024 and M * N * 4 >= 1 << 20 else sz
+    often = sz["KC"] * eb <= 1024 and min(N, sz["NC"]) >= 32 * sz["GC"]
+    return dict(sz, PF=1) if often and M * N * 4 >= 1 << 20 else sz
 
 
 def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:

@@ -452,9 +452,10 @@ def _tile_kernel(M, N, K_, ta, tb, base_name):
     return K.Kernel(plan, (A, B, C), base_name, inputs=inputs, oracle=oracle)
 
 
-def _sample_matmul_kernel(M, N, K_, path, base_name):
+def _sample_matmul_kernel(M, N, K_, path, base_name, threads=1, sizes=None):
     """samples/int8_matmul.py's int8 kernels: the blocked tile schedule on the tile unit's model
-    (B packed in VNNI order, partial tiles in every direction) or the VNNI vector one (a partial
+    (B packed in VNNI order, partial tiles in every direction; with threads and `sizes`, e.g. each
+    thread its own rows and copy of B, C's next tiles prefetched) or the VNNI vector one (a partial
     group of k: masked loads, a broadcast of fewer than 4 bytes)."""
     import sys
 
@@ -464,8 +465,8 @@ def _sample_matmul_kernel(M, N, K_, path, base_name):
     from int8_matmul import tile_matmul_plan, vector_matmul_plan
 
     if path == "amx":
-        plan, args = tile_matmul_plan(M, N, K_, "int8", target=x86tile.emulating(acc.Target.HOST),
-                                      sizes=dict(NC=48))
+        plan, args = tile_matmul_plan(M, N, K_, "int8", threads, target=x86tile.emulating(acc.Target.HOST),
+                                      sizes=sizes or dict(NC=48))
     else:
         plan, args = vector_matmul_plan(M, N, K_, "int8", sizes=dict(NC=64, KC=16, MC=12))
 
@@ -539,6 +540,8 @@ def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
                _tile_kernel(37, 21, 70, S.int8, S.int8, "tile_partial"),
                _tile_kernel(5, 3, 9, S.int8, S.int8, "tile_small"),
                _sample_matmul_kernel(37, 61, 70, "amx", "tile_blocked"),
+               # two threads, 5 and 4 rows of 2 x 2 tiles (the last partial), each its own copy of B
+               _sample_matmul_kernel(264, 100, 70, "amx", "tile_own_rows", threads=2, sizes=dict(PF=1)),
                _sample_fused_kernel(37, 61, 70, "tile_fused_epilogue"),
                _sample_fused_conv_kernel(3, 20, 64, 32, "tile_fused_conv")]
     if all(acc.Target.HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni")):

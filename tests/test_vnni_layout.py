@@ -323,6 +323,7 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
         assert "PF" not in tile_block_sizes(2048, 2048, 2048, "int8", threads)  # 32 k steps per block
         assert "PF" not in tile_block_sizes(256, 256, 256, "bf16", threads)  # C: 256 KiB
         assert "PF" not in tile_block_sizes(511, 513, 257, "int8", threads)  # C: just under 1 MiB
+        assert "PF" not in tile_block_sizes(8000, 40, 256, "int8", threads)  # one whole column step
     plan, _ = tile_matmul_plan(512, 512, 512, "int8", 1)
     code = plan.emit_c()
     k_loop = code[code.index("for (int64_t k = "):]
