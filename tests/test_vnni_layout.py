@@ -392,13 +392,7 @@ def test_the_tile_sample_cuts_each_threads_share_of_wide_n_into_equal_blocks(tmp
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
     lib = pkg.build("threads_equal_blocks", output_dir=str(tmp_path), python_module=False, progress=False)
-    rng = np.random.default_rng(4)
-    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
-    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
-    c = rng.integers(-1000, 1000, (M, N)).astype(np.int32)
-    want = c + a.astype(np.int32) @ b.astype(np.int32)
-    lib.mm(a, b, c)
-    np.testing.assert_array_equal(c, want)
+    _check_tile_matmul(lib.mm, M, N, K, "int8", seed=4)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
