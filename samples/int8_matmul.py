@@ -79,7 +79,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     each block filled by all threads, or a block of columns per thread, 2 threads, 9 rounds taking
     turns with MKL: bf16 1000^3 +10%, 512^3 +13%, 511x513x257 +16%, int8 1000^3 +4%, 1024^3 +7%,
     512^3 +49%, 256^3 +81%; bf16 1024^3 +2%; at 2048^3, one thread's blocks of columns for each
-    thread's rows lost 4%). Else, where one block of columns per thread fills it exactly (N /
+    thread's rows lost 4%, 5 rounds). Else, where one block of columns per thread fills it exactly (N /
     threads in whole 1 x 3 steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share
     the columns (split "j":
     each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns:
@@ -93,7 +93,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     each block narrower) where those leave a thread 5% more than its share or are less than half
     as wide (2 threads, taking turns: int8 2048^3 in blocks of 512 rather than 384, 3 and 2 2/3
     per thread, +12-13%; bf16 2048^3 256 rather than 96, +1 to +6%; but 4096^3 256 rather than
-    192, -7 to +4%).
+    192, -7 to -1%).
     PF (prefetch locality): where the accumulator tiles are reloaded every 16 k steps or sooner
     (KC of at most 1 KiB) and C takes 1 MiB or more, the rows of C's next block of tiles are
     prefetched into L2, a few in each k step (`plan.prefetch(C, ..., spread=k)`): against none,
@@ -187,12 +187,10 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     """Split and order a schedule (or a fused one, with its fusing index `f`) for the tile unit;
     returns (j, i, i2, j1, j2, ii, jj, kk, the loop the accumulators stay across, the loop over
     each thread's rows or None). With sz["RT"], the rows in blocks of RT, one per thread, outermost."""
-    rows = None
-    if sz.get("RT"):
-        rows, outer = s.split(i, sz["RT"]), (i,)
-        i = rows
-    else:
-        outer = ()
+    per_thread = None
+    if sz.get("RT"):  # i: the threads' blocks of rows; the rows inside split as without
+        per_thread, i = i, s.split(i, sz["RT"])
+    outer = (per_thread,) if per_thread is not None else ()
     j1 = s.split(j, sz["NC"])
     i2 = s.split(i, 16 * sz["GR"])
     ii = s.split(i2, 16)
@@ -209,7 +207,7 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
         kk = s.split(k, depth)
         s.reorder(*outer, j, i, j1, *fused, k, i2, j2, ii, jj, kk)
         kloop = k
-    return j, i, i2, j1, j2, ii, jj, kk, kloop, outer[0] if outer else None
+    return j, i, i2, j1, j2, ii, jj, kk, kloop, per_thread
 
 
 def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False, prefetch_c=0):

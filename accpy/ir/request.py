@@ -48,7 +48,7 @@ class PrefetchRequest:
     """One `plan.prefetch(...)`: in each iteration of loop `var`, the lines that the accesses of
     its body (outside inner loops) will touch `distance` iterations later. The accesses are
     those of `array` and its caches, or of the cache with key `cache_key` only; with `spread`, asked
-for a few at a time in the iterations of that inner loop."""
+    for a few at a time in the iterations of that inner loop."""
 
     array: Optional[Buffer]
     cache_key: Optional[int]

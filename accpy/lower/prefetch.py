@@ -164,12 +164,13 @@ def _alike(runs) -> Optional[tuple]:
 def spread_prefetches(accs, var, distance: int, locality: int, inner: For) -> tuple:
     """(the statements for the top of loop `inner`'s body, the prefetches left for the top of
     `var`'s): the lines of `accs` `distance` iterations of `var` ahead, each group of alike runs
-    shared out over `inner`'s iterations (see the module's doc)."""
+    shared out over `inner`'s iterations (see the module's doc); `inner` runs a constant number of
+    times (`_spread_loop`)."""
     trips = as_int(idx_op("sub", inner.hi, inner.lo))
     spread, top = [], []
     for buf, base, runs in _runs(accs, var):
         shape = _alike(runs)
-        if shape is None or not trips or trips < 2:
+        if shape is None or trips < 2:
             top.extend(_lines(buf, base, var, distance, locality, runs))
             continue
         lines, step = shape

@@ -433,10 +433,11 @@ class Plan:
                              f"got {distance!r}")
         if isinstance(locality, bool) or locality not in (0, 1, 2, 3):
             raise ValueError(f"prefetch: locality: expected 0, 1, 2 or 3 (as __builtin_prefetch), got {locality!r}")
-        pos = self._schedule.space.position
-        if spread is not None and (self._dim_var(spread, "prefetch: spread") is None or pos(spread) <= pos(index)):
-            raise ValueError(f"prefetch: spread: expected an index inside {index.name}'s loop (its iterations share "
-                             f"out the prefetches of one of {index.name}'s), got {spread.name}, which is outside it")
+        if spread is not None:
+            self._dim_var(spread, "prefetch: spread")
+            if self._schedule.space.position(spread) <= self._schedule.space.position(index):
+                raise ValueError(f"prefetch: spread: expected an index inside {index.name}'s loop (whose iterations "
+                                 f"share out its prefetches), got {spread.name}, which is outside it")
         self._prefetches.append((source, index, distance, locality, spread))
 
     # -- tensorize ---------------------------------------------------------------------------------
