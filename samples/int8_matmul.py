@@ -64,7 +64,14 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     One thread, where a row of tiles of A fits L1 (k blocks of at most 1 KiB, two at most) and B's
     block takes all columns (at most 1.1 MiB): 2 x 2 tiles, A's rows of tiles packed (two A tiles
     from L1, two B tiles from L2 per four products; int8 1000^3 +17 to +20%, 1024^3 +11 to +13%,
-    bf16 1000^3 +9 to +13%, 1024^3 +27% against 1 x 3). Else 1 x 3 (one A tile meets three B tiles):
+    bf16 1000^3 +9 to +13%, 1024^3 +27% against 1 x 3). Its k blocks are of 512 bytes rather than
+    1 KiB where C takes 1 MiB or more and its rows are not a multiple of 1 KiB apart (bf16: 256 rather
+    than 512, 7 rounds taking turns with MKL, 1 / 2 threads: 1000^3 +13 to +18% / +17%, 1000 x 1008
+    x 1000 +9%, 1000 x 1040 x 1000 +12%, 1024 x 1000 x 1024 +22%; int8 1000^3 512 rather than 1000:
+    +5% / +7%); with rows 1, 2 or 4 KiB apart (N = 256, 512, 768, 1024) they gained nothing or lost
+    (bf16 1024^3 -4% / 0%, 512^3 -10%, 768^3 0%; int8 1024^3 -4%): every load and store of C's
+    tiles then fills a few sets of L1 (a guess: this machine shows no counters), and smaller k
+    blocks load and store them more often. Else 1 x 3 (one A tile meets three B tiles):
 
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
     so that the block keeps 240 columns rather than 96: 11% faster); the C tiles are then loaded
@@ -115,6 +122,8 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     if threads == 1:  # 2 x 2 tiles where A's rows of tiles stay in L1 and B fits one block
         KC = K if K * eb <= 1024 else 1024 // eb // depth * depth
         if -(-K // KC) <= 2 and -(-N // 32) * 32 * KC * eb <= (11 << 20) // 10:
+            if K * eb > 512 and M * N * 4 >= 1 << 20 and N * 4 % 1024:  # k blocks of 512 bytes
+                KC = 512 // eb // depth * depth
             return dict(GR=2, GC=2, NC=-(-N // 32) * 32, KC=KC, PA=1)
     gr, gc = 1, 3
     KC = K if K * eb <= 4096 else 4096 // eb // depth * depth

@@ -306,9 +306,45 @@ def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
     assert tile_block_sizes(4096, 4096, 4096, "int8")["KC"] == 4096  # 4 KiB rows: one block
     # 2 x 2 tiles with A's rows of tiles packed, where a row of tiles of A stays in L1 (k blocks of
     # at most 1 KiB) and B's block (two k blocks at most) takes all columns
-    assert tile_block_sizes(1000, 1000, 1000, "bf16") == dict(GR=2, GC=2, NC=1024, KC=512, PA=1, PF=1)
-    assert tile_block_sizes(1000, 1000, 1000, "int8") == dict(GR=2, GC=2, NC=1024, KC=1000, PA=1, PF=1)
+    assert tile_block_sizes(1024, 1024, 1024, "bf16") == dict(GR=2, GC=2, NC=1024, KC=512, PA=1, PF=1)
+    assert tile_block_sizes(1024, 1024, 1024, "int8") == dict(GR=2, GC=2, NC=1024, KC=1024, PA=1, PF=1)
     assert tile_block_sizes(2048, 2048, 2048, "int8")["GR"] == 1  # B in two blocks of columns
+
+
+def test_the_tile_sample_takes_k_blocks_of_512_bytes_where_c_rows_are_not_whole_kib_apart():
+    """2 x 2 tiles: k blocks of 512 bytes rather than 1 KiB where C takes 1 MiB or more and its rows
+    are not a multiple of 1 KiB apart (rows 1, 2 or 4 KiB apart keep the longer blocks)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes
+
+    for threads in (1, 2):
+        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["KC"] == 256
+        assert tile_block_sizes(1000, 1000, 1000, "int8", threads)["KC"] == 512
+        assert tile_block_sizes(1024, 1000, 1024, "bf16", threads)["KC"] == 256
+        for M, N, K in ((1024, 1024, 1024), (768, 768, 768), (1000, 512, 1000)):  # rows of whole KiB
+            assert tile_block_sizes(M, N, K, "bf16", threads)["KC"] == 512
+        assert tile_block_sizes(1000, 1000, 256, "bf16", threads)["KC"] == 256  # 512 bytes: one block
+        assert tile_block_sizes(1000, 1000, 500, "int8", threads)["KC"] == 500  # under 512 bytes
+        assert tile_block_sizes(511, 513, 257, "bf16", threads)["KC"] == 257  # C just under 1 MiB
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+def test_the_tile_sample_with_k_blocks_of_512_bytes_is_exact_on_the_model(dtype, tmp_path):
+    """k in blocks of 512 bytes and a partial last one (bf16 600: 256, 256, 88; int8 1100: 512,
+    512, 76), 2 x 2 tiles with a partial last row and column of tiles, on the model."""
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import tile_block_sizes, tile_matmul_plan
+
+    M, N, K = 520, 520, 600 if dtype == "bf16" else 1100
+    sz = tile_block_sizes(M, N, K, dtype)
+    assert (sz["GR"], sz["GC"], sz["KC"]) == (2, 2, 256 if dtype == "bf16" else 512)
+    plan, args = tile_matmul_plan(M, N, K, dtype, 1, target=x86tile.emulating(acc.Target.HOST))
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    lib = pkg.build(f"kc512_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
+    _check_tile_matmul(lib.mm, M, N, K, dtype, seed=5)
 
 
 def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_reloaded_often():
@@ -318,7 +354,7 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
     for threads in (1, 2):
-        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["PF"] == 1  # k blocks of 512 (1 KiB)
+        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["PF"] == 1  # k blocks of 256 (512 B)
         assert tile_block_sizes(512, 512, 512, "int8", threads)["PF"] == 1  # C: exactly 1 MiB
         assert "PF" not in tile_block_sizes(2048, 2048, 2048, "int8", threads)  # 32 k steps per block
         assert "PF" not in tile_block_sizes(256, 256, 256, "bf16", threads)  # C: 256 KiB
