@@ -61,17 +61,23 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     """GR x GC tiles of C, NC columns of B per packed block and KC rows of k per block (PA: A's
     rows of tiles copied). Measured on a Xeon, ratios to MKL with the two taking turns.
 
-    One thread, where a row of tiles of A fits L1 (k blocks of at most 1 KiB, two at most) and B's
-    block takes all columns (at most 1.1 MiB): 2 x 2 tiles, A's rows of tiles packed (two A tiles
-    from L1, two B tiles from L2 per four products; int8 1000^3 +17 to +20%, 1024^3 +11 to +13%,
-    bf16 1000^3 +9 to +13%, 1024^3 +27% against 1 x 3). Its k blocks are of 512 bytes rather than
-    1 KiB where C takes 1 MiB or more and its rows are not a multiple of 1 KiB apart (bf16: 256 rather
-    than 512, 7 rounds taking turns with MKL, 1 / 2 threads: 1000^3 +13 to +18% / +17%, 1000 x 1008
-    x 1000 +9%, 1000 x 1040 x 1000 +12%, 1024 x 1000 x 1024 +22%; int8 1000^3 512 rather than 1000:
-    +5% / +7%); with rows 1, 2 or 4 KiB apart (N = 256, 512, 768, 1024) they gained nothing or lost
-    (bf16 1024^3 -4% / 0%, 512^3 -10%, 768^3 0%; int8 1024^3 -4%): every load and store of C's
-    tiles then fills a few sets of L1 (a guess: this machine shows no counters), and smaller k
-    blocks load and store them more often. Else 1 x 3 (one A tile meets three B tiles):
+    One thread, where C takes 1 MiB or more and its rows spread over L1's sets (`_rows_spread`): 2 x 2
+    tiles, A's rows of tiles copied (two A tiles from L1, two B tiles from L2 per four products), k
+    in equal blocks of at most 640 bytes (the copied row of tiles at most 20 KiB of L1's 48), B in
+    the fewest blocks of at most 1.1 MiB. Against 1 x 3 tiles (7 rounds taking turns with MKL, 1 / 2
+    threads): bf16 2000^3 +31% / +8%, 2048 x 2000 x 2048 +34%, 3000^3 (two blocks of B) +16% / +12%,
+    1000 x 1000 x 1100 +30%, 1000 x 1000 x 2000 +25%; int8 2000^3 +21% / +13% (1 x 3 had been 0.90x
+    MKL there); against the 2 x 2 tiles' earlier blocks of 1 KiB: bf16 1000^3 +13 to +18% / +17%,
+    1024 x 1000 x 1024 +22%, int8 1000^3 +5% / +7%. The block length: bf16 1000^3 in blocks of 256
+    (A's row of tiles 16 KiB) 1133 GFLOP/s, 288 1112, 512 997, 224 (five blocks, the last 104) 993,
+    128 916; int8 1000 x 1000 x 600 in one block of 600 20% faster than two of 320; bf16 600 in two
+    of 320 3.5% faster than three of 224. With C's rows in a few sets of L1 (N = 512, 768, 1024,
+    2048, 4096) shorter blocks gained nothing or lost (bf16 1024^3 -4% / 0%, 512^3 -10%, 2000 x 2048
+    x 2000 -9%, 4096^3 -9 to -10%; int8 1024^3 -4%): a guess, with no counters on this machine to
+    check it: every load and store of an accumulator tile then fills a few sets of L1, and shorter
+    blocks load and store them more often. There, 2 x 2 tiles where k is in at most two blocks of at
+    most 1 KiB and B's block takes all columns (at most 1.1 MiB; int8 1000^3 +17 to +20%, 1024^3 +11
+    to +13%, bf16 1024^3 +27% against 1 x 3). Else 1 x 3 (one A tile meets three B tiles):
 
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
     so that the block keeps 240 columns rather than 96: 11% faster); the C tiles are then loaded
@@ -80,13 +86,14 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     2048^3 in 1.18 MiB blocks: -9%), then the last block least short of the others (a narrow last
     block re-reads all of A for a few columns: bf16 1000^3 in blocks of 528 and 472 rather than
     480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%).
-    Threads, where one thread's B is one block of columns and there are 4 rows of tiles per thread
-    or more: one thread's sizes, each thread its own block of rows (RT rows; the loop over them
+    Threads, where one thread's tiles are 2 x 2 and there are 4 rows of tiles per thread or more:
+    one thread's sizes, each thread its own block of rows (RT rows; the loop over them
     outermost and parallel) and its own copy of each packed block (against the rows shared and
     each block filled by all threads, or a block of columns per thread, 2 threads, 9 rounds taking
     turns with MKL: bf16 1000^3 +10%, 512^3 +13%, 511x513x257 +16%, int8 1000^3 +4%, 1024^3 +7%,
-    512^3 +49%, 256^3 +81%; bf16 1024^3 +2%; at 2048^3, one thread's blocks of columns for each
-    thread's rows lost 4%, 5 rounds). Else, where one block of columns per thread fills it exactly (N /
+    512^3 +49%, 256^3 +81%; bf16 1024^3 +2%; against 1 x 3 tiles in blocks of columns per thread,
+    bf16 2000^3 +8%, 3000^3 (each thread two blocks of B) +12%, int8 2000^3 +13%; at 2048^3 with
+    1 x 3 tiles, one thread's blocks of columns for each thread's rows lost 4%, 5 rounds). Else, where one block of columns per thread fills it exactly (N /
     threads in whole 1 x 3 steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share
     the columns (split "j":
     each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns:
@@ -119,12 +126,20 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
 def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
-    if threads == 1:  # 2 x 2 tiles where A's rows of tiles stay in L1 and B fits one block
+    if threads == 1:
+        cols = -(-N // 32) * 32  # whole 2 x 2 steps
+        if M * N * 4 >= 1 << 20 and _rows_spread(N * 4):
+            # 2 x 2 tiles, k in equal blocks of at most 640 bytes (a row of tiles of A at most 20 KiB),
+            # B in the fewest blocks of at most 1.1 MiB, equal in whole steps
+            blocks = -(-K * eb // 640)
+            KC = min(K, -(-(-(-K // blocks)) // depth) * depth)
+            cap = max(32, (11 << 20) // 10 // (KC * eb) // 32 * 32)
+            nb = -(-cols // cap)
+            return dict(GR=2, GC=2, NC=-(-(-(-cols // nb)) // 32) * 32, KC=KC, PA=1)
+        # 2 x 2 tiles where A's rows of tiles stay in L1 and B fits one block
         KC = K if K * eb <= 1024 else 1024 // eb // depth * depth
-        if -(-K // KC) <= 2 and -(-N // 32) * 32 * KC * eb <= (11 << 20) // 10:
-            if K * eb > 512 and M * N * 4 >= 1 << 20 and N * 4 % 1024:  # k blocks of 512 bytes
-                KC = 512 // eb // depth * depth
-            return dict(GR=2, GC=2, NC=-(-N // 32) * 32, KC=KC, PA=1)
+        if -(-K // KC) <= 2 and cols * KC * eb <= (11 << 20) // 10:
+            return dict(GR=2, GC=2, NC=cols, KC=KC, PA=1)
     gr, gc = 1, 3
     KC = K if K * eb <= 4096 else 4096 // eb // depth * depth
     step = 16 * gc
@@ -135,7 +150,7 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     if threads > 1:
         one = _tile_blocks(M, N, K, dtype, 1)
         rows = -(-M // (16 * one["GR"]))  # rows of tiles
-        if one["NC"] >= N and rows >= 4 * threads:  # one thread's B in one block: each its own rows
+        if one["GR"] == 2 and rows >= 4 * threads:  # 2 x 2 tiles: each thread its own rows
             return dict(one, split="i", RT=-(-rows // threads) * 16 * one["GR"])
     if threads > 1 and even <= cap * 5 // 4:  # one block of columns per thread fits
         if even * threads == N and even % step == 0:
@@ -152,6 +167,13 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     limit = (1 << 20) // row // 16 * 16  # blocks of at most 1 MiB, in whole tiles
     out = dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, hi)), limit), KC=KC)
     return dict(out, split="j") if threads > 1 else out
+
+
+def _rows_spread(pitch: int) -> bool:
+    """Whether 32 rows `pitch` bytes apart (two accumulator tiles' rows) fall in at least 16 of the
+    64 sets of 64-byte lines that a 48 KiB, 12-way L1 has (a 4 KiB period): 1000 float32 columns
+    (rows 96 bytes short of 4 KiB apart) fall in 32, 1024 in one, 768 in four, 2046 in five."""
+    return len({r * pitch % 4096 // 64 for r in range(32)}) >= 16
 
 
 def _tile_nc(N: int, threads: int, step: int, lo: int, hi: int, limit: int = 0) -> int:

@@ -311,39 +311,56 @@ def test_the_tile_sample_cuts_long_rows_of_k_into_blocks():
     assert tile_block_sizes(2048, 2048, 2048, "int8")["GR"] == 1  # B in two blocks of columns
 
 
-def test_the_tile_sample_takes_k_blocks_of_512_bytes_where_c_rows_are_not_whole_kib_apart():
-    """2 x 2 tiles: k blocks of 512 bytes rather than 1 KiB where C takes 1 MiB or more and its rows
-    are not a multiple of 1 KiB apart (rows 1, 2 or 4 KiB apart keep the longer blocks)."""
+def test_the_tile_sample_takes_2x2_tiles_and_short_k_blocks_where_c_rows_spread_over_l1_sets():
+    """Where C takes 1 MiB or more and 32 of its rows fall in 16 or more of L1's 64 sets: 2 x 2
+    tiles, k in equal blocks of at most 640 bytes, B in the fewest blocks of at most 1.1 MiB (rows in
+    fewer sets keep the earlier rule: blocks of 1 KiB, two at most, else 1 x 3 tiles)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
-    from int8_matmul import tile_block_sizes
+    from int8_matmul import _rows_spread, tile_block_sizes
+
+    def kc(M, N, K, dtype, threads=1):
+        return tile_block_sizes(M, N, K, dtype, threads)["KC"]
 
     for threads in (1, 2):
-        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["KC"] == 256
-        assert tile_block_sizes(1000, 1000, 1000, "int8", threads)["KC"] == 512
-        assert tile_block_sizes(1024, 1000, 1024, "bf16", threads)["KC"] == 256
+        assert kc(1000, 1000, 1000, "bf16", threads) == 256  # four blocks (not three of 352: 704 bytes)
+        assert kc(1000, 1000, 1000, "int8", threads) == 512
+        assert kc(1024, 1000, 1024, "bf16", threads) == 256
         for M, N, K in ((1024, 1024, 1024), (768, 768, 768), (1000, 512, 1000)):  # rows of whole KiB
-            assert tile_block_sizes(M, N, K, "bf16", threads)["KC"] == 512
-        assert tile_block_sizes(1000, 1000, 256, "bf16", threads)["KC"] == 256  # 512 bytes: one block
-        assert tile_block_sizes(1000, 1000, 500, "int8", threads)["KC"] == 500  # under 512 bytes
-        assert tile_block_sizes(511, 513, 257, "bf16", threads)["KC"] == 257  # C just under 1 MiB
+            assert kc(M, N, K, "bf16", threads) == 512
+        assert kc(1000, 1000, 320, "bf16", threads) == 320  # 640 bytes: one block
+        assert kc(1000, 1000, 600, "int8", threads) == 600
+        assert kc(1000, 1000, 600, "bf16", threads) == 320  # two blocks: 320 and 280
+        assert kc(511, 513, 257, "bf16", threads) == 257  # C just under 1 MiB: the earlier rule
+    one = tile_block_sizes(2000, 2000, 2000, "bf16")
+    assert (one["GR"], one["GC"], one["KC"], one["NC"]) == (2, 2, 288, 1024)  # 1.16 MiB: two blocks of B
+    assert tile_block_sizes(2000, 2000, 2000, "int8")["NC"] == 2016  # 512 bytes: one block
+    assert tile_block_sizes(2048, 2048, 2048, "bf16")["GR"] == 1  # C's rows 8 KiB apart: one set
+    assert tile_block_sizes(2048, 2046, 2048, "int8")["GR"] == 1  # 8 bytes short of 8 KiB: five sets
+    assert _rows_spread(4000) and _rows_spread(4032) and not _rows_spread(3072) and not _rows_spread(4096)
+    # two threads: each its own rows, also where B takes two blocks
+    assert tile_block_sizes(3000, 3000, 3000, "bf16", 2) == dict(GR=2, GC=2, NC=1504, KC=320, PA=1, split="i",
+                                                                 RT=1504, PF=1)
 
 
-@pytest.mark.parametrize("dtype", ["int8", "bf16"])
-def test_the_tile_sample_with_k_blocks_of_512_bytes_is_exact_on_the_model(dtype, tmp_path):
-    """k in blocks of 512 bytes and a partial last one (bf16 600: 256, 256, 88; int8 1100: 512,
-    512, 76), 2 x 2 tiles with a partial last row and column of tiles, on the model."""
+@pytest.mark.parametrize("dtype, shape", [("int8", (520, 520, 1100)), ("bf16", (520, 520, 600)),
+                                          ("bf16", (150, 1800, 640))])
+def test_the_tile_sample_with_short_k_blocks_is_exact_on_the_model(dtype, shape, tmp_path):
+    """k in equal blocks of at most 640 bytes, the last partial in its last tile step (int8 1100:
+    576 and 524; bf16 600: 320 and 280), 2 x 2 tiles with a partial last row and column of tiles;
+    bf16 150 x 1800 x 640: B in two blocks of 928 columns (the last partial), on the model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
-    M, N, K = 520, 520, 600 if dtype == "bf16" else 1100
+    M, N, K = shape
     sz = tile_block_sizes(M, N, K, dtype)
-    assert (sz["GR"], sz["GC"], sz["KC"]) == (2, 2, 256 if dtype == "bf16" else 512)
+    assert (sz["GR"], sz["GC"], sz["KC"]) == (2, 2, 576 if dtype == "int8" else 320)
+    assert sz["NC"] == (928 if N == 1800 else 544)
     plan, args = tile_matmul_plan(M, N, K, dtype, 1, target=x86tile.emulating(acc.Target.HOST))
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
-    lib = pkg.build(f"kc512_{dtype}", output_dir=str(tmp_path), python_module=False, progress=False)
+    lib = pkg.build(f"short_k_{dtype}_{N}", output_dir=str(tmp_path), python_module=False, progress=False)
     _check_tile_matmul(lib.mm, M, N, K, dtype, seed=5)
 
 
@@ -354,7 +371,7 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
     for threads in (1, 2):
-        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["PF"] == 1  # k blocks of 256 (512 B)
+        assert tile_block_sizes(1000, 1000, 1000, "bf16", threads)["PF"] == 1  # k blocks of 256 (512 bytes)
         assert tile_block_sizes(512, 512, 512, "int8", threads)["PF"] == 1  # C: exactly 1 MiB
         assert "PF" not in tile_block_sizes(2048, 2048, 2048, "int8", threads)  # 32 k steps per block
         assert "PF" not in tile_block_sizes(256, 256, 256, "bf16", threads)  # C: 256 KiB
@@ -384,8 +401,8 @@ def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
                                ((512, 512, 512), "bf16", 256), ((1024, 1024, 1024), "int8", 512)):
         assert tile_block_sizes(*shape, dtype, 2) == dict(tile_block_sizes(*shape, dtype), split="i", RT=rows)
     assert tile_block_sizes(96, 96, 1024, "int8", 2) == dict(GR=1, GC=3, NC=48, KC=1024, split="j")  # 6 rows
-    # one thread: two blocks of 240 and 4 KiB rows of k; two: one block each, 1 x 3 steps
-    assert tile_block_sizes(2000, 480, 4096, "int8", 2) == dict(GR=1, GC=3, NC=240, KC=4096, split="j")
+    # one thread: two blocks of 240 and 4 KiB rows of k (C under 1 MiB); two: one block each, 1 x 3 steps
+    assert tile_block_sizes(512, 480, 4096, "int8", 2) == dict(GR=1, GC=3, NC=240, KC=4096, split="j")
     # one thread: blocks of 192 (4 KiB rows of k); a block of 256 per thread would not be whole 1 x 3
     # steps: the threads share the rows of tiles and each packed block
     assert tile_block_sizes(2000, 512, 2048, "bf16", 2) == dict(tile_block_sizes(2000, 512, 2048, "bf16"), split="i")
