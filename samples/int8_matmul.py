@@ -92,8 +92,11 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     each block filled by all threads, or a block of columns per thread, 2 threads, 9 rounds taking
     turns with MKL: bf16 1000^3 +10%, 512^3 +13%, 511x513x257 +16%, int8 1000^3 +4%, 1024^3 +7%,
     512^3 +49%, 256^3 +81%; bf16 1024^3 +2%; against 1 x 3 tiles in blocks of columns per thread,
-    bf16 2000^3 +8%, 3000^3 (each thread two blocks of B) +12%, int8 2000^3 +13%; at 2048^3 with
-    1 x 3 tiles, one thread's blocks of columns for each thread's rows lost 4%, 5 rounds). Else, where one block of columns per thread fills it exactly (N /
+    bf16 2000^3 +8%, int8 2000^3 +13%; at 2048^3 with 1 x 3 tiles, one thread's blocks of columns
+    for each thread's rows lost 4%, 5 rounds). Where one thread's tiles are 2 x 2 and its B takes
+    several blocks, each thread takes its own blocks of columns (as many per thread, equal in whole
+    steps) and packs only those: against each its own rows and a copy of every block, 5 rounds,
+    bf16 2000^3 (blocks of 1024) +48%, 3000^3 (1504) +9%, int8 3000^3 +27%. Else, where one block of columns per thread fills it exactly (N /
     threads in whole 1 x 3 steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share
     the columns (split "j":
     each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns:
@@ -150,7 +153,11 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     if threads > 1:
         one = _tile_blocks(M, N, K, dtype, 1)
         rows = -(-M // (16 * one["GR"]))  # rows of tiles
-        if one["GR"] == 2 and rows >= 4 * threads:  # 2 x 2 tiles: each thread its own rows
+        blocks = -(-N // one["NC"])
+        if one["GR"] == 2 and blocks > 1:  # 2 x 2 tiles, B in blocks: each thread its own blocks of columns
+            nb = -(-blocks // threads) * threads
+            return dict(one, NC=-(-(-(-N // nb)) // 32) * 32, split="j")
+        if one["GR"] == 2 and rows >= 4 * threads:  # 2 x 2 tiles, B in one block: each thread its own rows
             return dict(one, split="i", RT=-(-rows // threads) * 16 * one["GR"])
     if threads > 1 and even <= cap * 5 // 4:  # one block of columns per thread fits
         if even * threads == N and even % step == 0:

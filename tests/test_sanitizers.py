@@ -542,6 +542,10 @@ def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
                _sample_matmul_kernel(37, 61, 70, "amx", "tile_blocked"),
                # two threads, 5 and 4 rows of 2 x 2 tiles (the last partial), each its own copy of B
                _sample_matmul_kernel(264, 100, 70, "amx", "tile_own_rows", threads=2, sizes=dict(PF=1)),
+               # two threads, 2 x 2 tiles, each its own two blocks of columns (the last partial), k in
+               # blocks of 64 with a partial last one, A's rows of tiles copied
+               _sample_matmul_kernel(70, 200, 150, "amx", "tile_own_columns", threads=2,
+                                     sizes=dict(GR=2, GC=2, NC=64, KC=64, PA=1, split="j", PF=1)),
                _sample_fused_kernel(37, 61, 70, "tile_fused_epilogue"),
                _sample_fused_conv_kernel(3, 20, 64, 32, "tile_fused_conv")]
     if all(acc.Target.HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni")):

@@ -337,30 +337,36 @@ def test_the_tile_sample_takes_2x2_tiles_and_short_k_blocks_where_c_rows_spread_
     assert tile_block_sizes(2048, 2048, 2048, "bf16")["GR"] == 1  # C's rows 8 KiB apart: one set
     assert tile_block_sizes(2048, 2046, 2048, "int8")["GR"] == 1  # 8 bytes short of 8 KiB: five sets
     assert _rows_spread(4000) and _rows_spread(4032) and not _rows_spread(3072) and not _rows_spread(4096)
-    # two threads: each its own rows, also where B takes two blocks
-    assert tile_block_sizes(3000, 3000, 3000, "bf16", 2) == dict(GR=2, GC=2, NC=1504, KC=320, PA=1, split="i",
-                                                                 RT=1504, PF=1)
+    # two threads: each its own rows where B is one block, else its own blocks of columns
+    assert tile_block_sizes(2000, 2000, 2000, "int8", 2) == dict(GR=2, GC=2, NC=2016, KC=512, PA=1, split="i",
+                                                                 RT=1024, PF=1)
+    assert tile_block_sizes(3000, 3000, 3000, "bf16", 2) == dict(GR=2, GC=2, NC=1504, KC=320, PA=1, split="j", PF=1)
+    assert tile_block_sizes(2000, 2000, 2000, "bf16", 2)["NC"] == 1024  # two blocks: one each
+    assert tile_block_sizes(2000, 2000, 2000, "bf16", 3)["NC"] == 672  # three: one each
 
 
-@pytest.mark.parametrize("dtype, shape", [("int8", (520, 520, 1100)), ("bf16", (520, 520, 600)),
-                                          ("bf16", (150, 1800, 640))])
-def test_the_tile_sample_with_short_k_blocks_is_exact_on_the_model(dtype, shape, tmp_path):
+@pytest.mark.parametrize("dtype, shape, threads", [("int8", (520, 520, 1100), 1), ("bf16", (520, 520, 600), 1),
+                                                   ("bf16", (150, 1800, 640), 1), ("bf16", (150, 1800, 640), 2)])
+def test_the_tile_sample_with_short_k_blocks_is_exact_on_the_model(dtype, shape, threads, tmp_path):
     """k in equal blocks of at most 640 bytes, the last partial in its last tile step (int8 1100:
     576 and 524; bf16 600: 320 and 280), 2 x 2 tiles with a partial last row and column of tiles;
-    bf16 150 x 1800 x 640: B in two blocks of 928 columns (the last partial), on the model."""
+    bf16 150 x 1800 x 640: B in two blocks of 928 columns (the last partial), on two threads one
+    block each; on the model."""
     from accpy.targets import x86tile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import tile_block_sizes, tile_matmul_plan
 
     M, N, K = shape
-    sz = tile_block_sizes(M, N, K, dtype)
+    sz = tile_block_sizes(M, N, K, dtype, threads)
     assert (sz["GR"], sz["GC"], sz["KC"]) == (2, 2, 576 if dtype == "int8" else 320)
     assert sz["NC"] == (928 if N == 1800 else 544)
-    plan, args = tile_matmul_plan(M, N, K, dtype, 1, target=x86tile.emulating(acc.Target.HOST))
+    assert sz.get("split") == ("j" if threads > 1 else None)
+    plan, args = tile_matmul_plan(M, N, K, dtype, threads, target=x86tile.emulating(acc.Target.HOST))
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
-    lib = pkg.build(f"short_k_{dtype}_{N}", output_dir=str(tmp_path), python_module=False, progress=False)
+    lib = pkg.build(f"short_k_{dtype}_{N}_{threads}", output_dir=str(tmp_path), python_module=False,
+                    progress=False)
     _check_tile_matmul(lib.mm, M, N, K, dtype, seed=5)
 
 
