@@ -88,28 +88,27 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     480, 480 and 40: +4%; int8 1024^3 in one block rather than 1008 and 16: +9%).
     Threads, where one thread's tiles are 2 x 2 and its B takes several blocks: each thread its own
     blocks of columns (as many per thread, equal in whole steps), packing only those (against each
-    thread its own rows and a copy of every block, 5 rounds: bf16 2000^3 in blocks of 1024 +48%,
-    3000^3 in blocks of 1504 +9%, int8 3000^3 +27%). Where they are 2 x 2 and B is one block, given
-    4 rows of tiles per thread or more: one thread's sizes, each thread its own block of rows (RT
-    rows; the loop over them outermost and parallel) and its own copy of each packed block (against
-    the rows shared and each block filled by all threads, or a block of columns per thread, 2
-    threads, 9 rounds taking turns with MKL: bf16 1000^3 +10%, 512^3 +13%, 511x513x257 +16%, int8
-    1000^3 +4%, 1024^3 +7%, 512^3 +49%, 256^3 +81%; bf16 1024^3 +2%; against 1 x 3 tiles in blocks
-    of columns per thread, bf16 2000^3 +8%, int8 2000^3 +13%; at 2048^3 with 1 x 3 tiles, one
-    thread's blocks of columns for each thread's rows lost 4%, 5 rounds). Else, where one block of
-    columns per thread fills it exactly (N / threads in whole 1 x 3 steps, or in whole 1 x 2 steps
-    where k has 8 to 16 tile steps), share the columns (split "j": each thread packs its own block;
-    against 1 x 3 steps, 2 threads, 11 rounds taking turns: bf16 512^3 +14%, int8 1024^3 +8%). Where one block per thread would fit but not fill them
-    exactly, given at least 4 rows of tiles per thread, they share the rows of tiles (split "i")
-    with one thread's block sizes: every packed block is shared, filled by all threads, each
-    reading it for its own rows (against a block of columns per thread, 2 threads, taking turns
-    with MKL in both orders: int8 1000^3 +9 to +23%, 511x513x257 +7 to +37%). Wider N (several
-    blocks per thread; at 4096^3 the rows lost 5-15%), or fewer rows: the NC whose busiest thread
-    has the fewest columns, or equal blocks of whole tiles in each thread's share (the last step of
-    each block narrower) where those leave a thread 5% more than its share or are less than half
-    as wide (2 threads, taking turns: int8 2048^3 in blocks of 512 rather than 384, 3 and 2 2/3
-    per thread, +12-13%; bf16 2048^3 256 rather than 96, +1 to +6%; but 4096^3 256 rather than
-    192, -7 to -1%).
+    thread its own rows and a copy of every block, 5 rounds: bf16 2000^3 in blocks of 1024 +48%, 3000^3
+    in blocks of 1504 +9%, int8 3000^3 +27%). Where they are 2 x 2 and B is one block, given 4 rows of
+    tiles per thread or more: one thread's sizes, each thread its own block of rows (RT rows; the loop
+    over them outermost and parallel) and its own copy of each packed block (against the rows shared and
+    each block filled by all threads, or a block of columns per thread, 2 threads, 9 rounds taking turns
+    with MKL: bf16 1000^3 +10%, 512^3 +13%, 511x513x257 +16%, int8 1000^3 +4%, 1024^3 +7%, 512^3 +49%,
+    256^3 +81%; bf16 1024^3 +2%; against 1 x 3 tiles in blocks of columns per thread, bf16 2000^3 +8%,
+    int8 2000^3 +13%; at 2048^3 with 1 x 3 tiles, one thread's blocks of columns for each thread's rows
+    lost 4%, 5 rounds). Else, where one block of columns per thread fills it exactly (N / threads in
+    whole 1 x 3 steps, or in whole 1 x 2 steps where k has 8 to 16 tile steps), share the columns (split
+    "j": each thread packs its own block; against 1 x 3 steps, 2 threads, 11 rounds taking turns: bf16
+    512^3 +14%, int8 1024^3 +8%). Where one block per thread would fit but not fill them exactly, given
+    at least 4 rows of tiles per thread, they share the rows of tiles (split "i") with one thread's
+    block sizes: every packed block is shared, filled by all threads, each reading it for its own rows
+    (against a block of columns per thread, 2 threads, taking turns with MKL in both orders: int8 1000^3
+    +9 to +23%, 511x513x257 +7 to +37%). Wider N (several blocks per thread; at 4096^3 the rows lost
+    5-15%), or fewer rows: the NC whose busiest thread has the fewest columns, or equal blocks of whole
+    tiles in each thread's share (the last step of each block narrower) where those leave a thread 5%
+    more than its share or are less than half as wide (2 threads, taking turns: int8 2048^3 in blocks of
+    512 rather than 384, 3 and 2 2/3 per thread, +12-13%; bf16 2048^3 256 rather than 96, +1 to +6%; but
+    4096^3 256 rather than 192, -7 to -1%).
     PF (prefetch locality): where the accumulator tiles are reloaded every 16 k steps or sooner
     (KC of at most 1 KiB) and C takes 1 MiB or more, the rows of C's next block of tiles are
     prefetched into L2, a few in each k step (`plan.prefetch(C, ..., spread=k)`): against none,
