@@ -57,9 +57,11 @@ def tile_target():
     return host if has_amx(host) else host(extra=(("x86tile", "emulate"),))
 
 
-def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1) -> dict:
+def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1,
+                     k_blocks: bool = True) -> dict:
     """GR x GC tiles of C, NC columns of B per packed block and KC rows of k per block (PA: A's
-    rows of tiles copied). Measured on a Xeon, ratios to MKL with the two taking turns.
+    rows of tiles copied). Measured on a Xeon, ratios to MKL with the two taking turns. With
+    `k_blocks` False (a plan that keeps all of k in one block), not the rule that cuts k short.
 
     One thread, where C takes 1 MiB or more and its rows spread over L1's sets (`_rows_spread`): 2 x 2
     tiles, A's rows of tiles copied (two A tiles from L1, two B tiles from L2 per four products), k
@@ -115,7 +117,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     7 rounds taking turns with MKL, 1 / 2 threads: int8 1000^3 +18% / +2%, 1024^3 +6% / +3%,
     bf16 1000^3 +6% / +4%, 1024^3 +10% / +5%, 512^3 +7% / +7%; where the tiles stay for 32 k
     steps or more (2048^3) it cost 1-7%, at 256^3 (C in L2) up to 17% on two threads."""
-    sz = _tile_blocks(M, N, K, dtype, threads)
+    sz = _tile_blocks(M, N, K, dtype, threads, k_blocks)
     # C's next block of accumulator tiles prefetched into L2 over the k loop, where the tiles are
     # reloaded every 16 k steps or sooner and C does not fit in L2 with the rest (and a block has
     # two whole column steps at least: a loop of them to prefetch in)
@@ -124,12 +126,12 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     return dict(sz, PF=1) if often and M * N * 4 >= 1 << 20 else sz
 
 
-def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
+def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: bool = True) -> dict:
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
     if threads == 1:
         cols = -(-N // 32) * 32  # whole 2 x 2 steps
-        if M * N * 4 >= 1 << 20 and _rows_spread(N * 4):
+        if k_blocks and M * N * 4 >= 1 << 20 and _rows_spread(N * 4):
             # 2 x 2 tiles, k in equal blocks of at most 640 bytes (a row of tiles of A at most 20 KiB),
             # B in the fewest blocks of at most 1.1 MiB, equal in whole steps
             blocks = -(-K * eb // 640)
@@ -149,7 +151,7 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int) -> dict:
     cap = min(cols, max(step, (1 << 20) // row // step * step))
     even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
     if threads > 1:
-        one = _tile_blocks(M, N, K, dtype, 1)
+        one = _tile_blocks(M, N, K, dtype, 1, k_blocks)
         rows = -(-M // (16 * one["GR"]))  # rows of tiles
         blocks = -(-N // one["NC"])
         if one["GR"] == 2 and blocks > 1:  # 2 x 2 tiles, B in blocks: each thread its own blocks of columns
@@ -295,7 +297,7 @@ def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1,
     converted there with AVX-512 (the tile library's epilogue), in the same thread."""
     target = target or tile_target()
     # (no k blocks: the epilogue follows all of k, so the fusing index is outside k)
-    sz = {**tile_block_sizes(M, N, K, "int8", threads), **(sizes or {}), "KC": K}
+    sz = {**tile_block_sizes(M, N, K, "int8", threads, k_blocks=False), **(sizes or {}), "KC": K}
     nest, (A, B, Acc) = matmul_nest(M, N, K, "int8", c_name="Acc")
     epi, (_, bias, Out, scale) = quantize_nest(M, N, relu, Acc)
     s = acc.fuse((nest.create_schedule(), epi.create_schedule()), partial=2)

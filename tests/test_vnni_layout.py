@@ -336,6 +336,8 @@ def test_the_tile_sample_takes_2x2_tiles_and_short_k_blocks_where_c_rows_spread_
     assert tile_block_sizes(2000, 2000, 2000, "int8")["NC"] == 2016  # 512 bytes: one block
     assert tile_block_sizes(2048, 2048, 2048, "bf16")["GR"] == 1  # C's rows 8 KiB apart: one set
     assert tile_block_sizes(2048, 2046, 2048, "int8")["GR"] == 1  # 8 bytes short of 8 KiB: five sets
+    # the fused sample keeps k in one block: B's block sized for all of k (1 x 3 tiles, 528 x 2000 bytes)
+    assert tile_block_sizes(2000, 2000, 2000, "int8", k_blocks=False) == dict(GR=1, GC=3, NC=528, KC=2000)
     assert _rows_spread(4000) and _rows_spread(4032) and not _rows_spread(3072) and not _rows_spread(4096)
     # two threads: each its own rows where B is one block, else its own blocks of columns
     assert tile_block_sizes(2000, 2000, 2000, "int8", 2) == dict(GR=2, GC=2, NC=2016, KC=512, PA=1, split="i",
