@@ -289,6 +289,12 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
                       prefetch_c=sz.get("PF", 0)), (A, B, C)
 
 
+def fused_block_sizes(M: int, N: int, K: int, threads: int = 1) -> dict:
+    """The fused quantized plan's blocks: `tile_block_sizes`' without blocks of k (the epilogue
+    follows all of k, so the fusing index is outside k)."""
+    return dict(tile_block_sizes(M, N, K, "int8", threads, k_blocks=False), KC=K)
+
+
 def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1, target=None, sizes=None):
     """(plan, (A, B, Acc, bias, Out, scale)) of the quantized matmul in one function on the tile
     unit: Acc += A @ B, then Out = relu(int8(round(float32(Acc) * scale + bias))). The two nests
@@ -296,8 +302,7 @@ def fused_tile_plan(M: int, N: int, K: int, relu: bool = True, threads: int = 1,
     is quantized as soon as its k loop is done, stored from its tiles to a 16 x 16 block in L1 and
     converted there with AVX-512 (the tile library's epilogue), in the same thread."""
     target = target or tile_target()
-    # (no k blocks: the epilogue follows all of k, so the fusing index is outside k)
-    sz = {**tile_block_sizes(M, N, K, "int8", threads, k_blocks=False), **(sizes or {}), "KC": K}
+    sz = {**fused_block_sizes(M, N, K, threads), **(sizes or {}), "KC": K}
     nest, (A, B, Acc) = matmul_nest(M, N, K, "int8", c_name="Acc")
     epi, (_, bias, Out, scale) = quantize_nest(M, N, relu, Acc)
     s = acc.fuse((nest.create_schedule(), epi.create_schedule()), partial=2)
@@ -487,7 +492,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     M, N, K = (a.shape + a.shape[-1:] * 3)[:3]
     path = a.path or default_path("int8")
-    sizes = (tile_block_sizes if path == "amx" else vector_block_sizes)(M, N, K, "int8", a.threads)
+    sizes = fused_block_sizes(M, N, K, a.threads) if path == "amx" else vector_block_sizes(M, N, K, "int8", a.threads)
     print(f"int8 matmul {M}x{N}x{K} on {describe_path(path)}, threads={a.threads}, sizes {sizes}")
     _, run = build(M, N, K, a.threads, relu=not a.no_relu, output_dir=a.output_dir, path=path)
     rng = np.random.default_rng(0)
