@@ -135,10 +135,10 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: boo
             # 2 x 2 tiles, k in equal blocks of at most 640 bytes (a row of tiles of A at most 20 KiB),
             # B in the fewest blocks of at most 1.1 MiB, equal in whole steps
             blocks = -(-K * eb // 640)
-            KC = min(K, -(-(-(-K // blocks)) // depth) * depth)
+            KC = min(K, _part(K, blocks, depth))
             cap = max(32, (11 << 20) // 10 // (KC * eb) // 32 * 32)
             nb = -(-cols // cap)
-            return dict(GR=2, GC=2, NC=-(-(-(-cols // nb)) // 32) * 32, KC=KC, PA=1)
+            return dict(GR=2, GC=2, NC=_part(cols, nb, 32), KC=KC, PA=1)
         # 2 x 2 tiles where A's rows of tiles stay in L1 and B fits one block
         KC = K if K * eb <= 1024 else 1024 // eb // depth * depth
         if -(-K // KC) <= 2 and cols * KC * eb <= (11 << 20) // 10:
@@ -156,7 +156,7 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: boo
         blocks = -(-N // one["NC"])
         if one["GR"] == 2 and blocks > 1:  # 2 x 2 tiles, B in blocks: each thread its own blocks of columns
             nb = -(-blocks // threads) * threads
-            return dict(one, NC=-(-(-(-N // nb)) // 32) * 32, split="j")
+            return dict(one, NC=_part(N, nb, 32), split="j")
         if one["GR"] == 2 and rows >= 4 * threads:  # 2 x 2 tiles, B in one block: each thread its own rows
             return dict(one, split="i", RT=-(-rows // threads) * 16 * one["GR"])
     if threads > 1 and even <= cap * 5 // 4:  # one block of columns per thread fits
@@ -174,6 +174,11 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: boo
     limit = (1 << 20) // row // 16 * 16  # blocks of at most 1 MiB, in whole tiles
     out = dict(GR=gr, GC=gc, NC=_tile_nc(N, threads, step, cap // 2, min(cols, max(step, hi)), limit), KC=KC)
     return dict(out, split="j") if threads > 1 else out
+
+
+def _part(total: int, parts: int, step: int) -> int:
+    """One of `parts` equal parts of `total`, rounded up to a multiple of `step`."""
+    return -(-(-(-total // parts)) // step) * step
 
 
 def _rows_spread(pitch: int) -> bool:
@@ -323,7 +328,7 @@ def vector_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int
     nc = max(NR, min(8 * NR, (1 << 20) // max(1, KC * eb) // NR * NR))
     nc = min(nc, -(-N // NR) * NR)
     if threads > 1:
-        nc = min(nc, max(NR, -(-(-(-N // threads)) // NR) * NR))
+        nc = min(nc, max(NR, _part(N, threads, NR)))
     return dict(MR=MR, NR=NR, KC=KC, NC=nc, MC=8 * MR)
 
 

@@ -22,8 +22,8 @@ from typing import Optional
 
 from ..ir.affine import Affine, element_offset, to_affine
 from ..ir.expr import BinOp, Call, Const, Load, as_int, idx_op
-from ..ir.types import ScalarType
 from ..ir.stmt import For, If, Prefetch, Store, block
+from ..ir.types import ScalarType
 from ..ir.vector import VLoad, VStore
 from ..ir.visitor import Mutator, child_nodes, free_vars, substitute
 from ..targets.library import intrinsic
