@@ -392,6 +392,21 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
     assert "spread=k" in repr(plan)
 
 
+def test_the_fused_quantized_plan_prefetches_the_next_accumulator_block_where_k_is_short():
+    """The fused plan keeps all of k in one block: C's next tiles are prefetched over it where k
+    takes at most 1 KiB (as the product's rule asks of its blocks), not where it is longer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import fused_block_sizes, fused_tile_plan, tile_block_sizes
+
+    assert fused_block_sizes(1000, 1000, 1000)["PF"] == 1 and fused_block_sizes(1000, 1000, 1000, 2)["PF"] == 1
+    assert tile_block_sizes(1000, 1000, 1500, "int8", k_blocks=False)["PF"] == 1  # its blocks: 1024 bytes
+    assert "PF" not in fused_block_sizes(1000, 1000, 1500)  # the fused plan's one block: 1500 bytes
+    for K, fetched in ((1000, True), (1500, False)):
+        code = fused_tile_plan(1000, 1000, K, True, 1)[0].emit_c()
+        k_loop = code[code.index("for (int64_t k = "):]
+        assert ("__builtin_prefetch((const void*)((uintptr_t)Acc" in k_loop[:k_loop.index("accpy_amx_dpbusd")]) is fetched
+
+
 def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     """With threads, where one thread's B is one block of columns and there are 4 rows of tiles per
     thread or more: one thread's sizes, each thread its own block of rows (RT). Elsewhere one block

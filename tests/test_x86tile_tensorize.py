@@ -321,26 +321,29 @@ def test_implicit_gemm_conv(tmp_path, target, threads):
 
 
 @pytest.mark.parametrize("target", _targets())
-@pytest.mark.parametrize("shape, relu, threads", [((37, 61, 70), True, 1), ((20, 100, 33), False, 1),
-                                                  ((50, 130, 128), True, 2)])
-def test_a_fused_epilogue_quantizes_each_block_from_its_tiles(tmp_path, target, shape, relu, threads):
+@pytest.mark.parametrize("shape, relu, threads, pf", [((37, 61, 70), True, 1, 0), ((20, 100, 33), False, 1, 0),
+                                                      ((50, 130, 128), True, 2, 0), ((70, 130, 100), True, 1, 1),
+                                                      ((50, 200, 64), False, 2, 3)])
+def test_a_fused_epilogue_quantizes_each_block_from_its_tiles(tmp_path, target, shape, relu, threads, pf):
     """The product and the quantizing epilogue fused on (i, j) (samples/int8_matmul.py's
     `fused_tile_plan`): the epilogue reads the accumulator tiles, which the tile library stores to
     16 x 16 blocks in memory, one per tile, right after the block's k loop; the statement runs on
-    the block, vectorized (AVX-512 here). Exact against numpy, partial tiles at the edges."""
+    the block, vectorized (AVX-512 here). Exact against numpy, partial tiles at the edges, with and
+    without the next block of accumulators prefetched over the k loop (`pf`, a locality)."""
     import re
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
     from int8_matmul import fused_tile_plan, reference
 
     M, N, K = shape
-    plan, args = fused_tile_plan(M, N, K, relu, threads, target=target, sizes=dict(NC=48))
+    plan, args = fused_tile_plan(M, N, K, relu, threads, target=target, sizes=dict(NC=96 if pf else 48, PF=pf))
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="qmm")
-    name = f"fused_{M}_{N}_{K}_{int(relu)}_{threads}"
+    name = f"fused_{M}_{N}_{K}_{int(relu)}_{threads}_{pf}"
     lib = pkg.build(name, output_dir=str(tmp_path), python_module=False, progress=False)
     src = (tmp_path / f"{name}.c").read_text()
     stored = re.findall(r"accpy_amx(?:_emu)?_stored\((\d), &amx_scratch\d+\[0\], 64\)", src)
+    assert ("__builtin_prefetch((const void*)((uintptr_t)Acc" in src) == bool(pf)
     assert stored, "no accumulator tile stored to a block for the epilogue"
     if acc.Target.HOST.has("avx512f"):
         assert "_mm512_cvtepi32_ps" in src and "_mm512_roundscale_ps" in src  # the epilogue's vectors
