@@ -6,8 +6,10 @@ against Intel MKL, in the same process.
 
 int8: C (int32) += A (uint8) . B (int8), against MKL's cblas_gemm_s8u8s32; bf16: C (float32) +=
 A . B (bfloat16), against cblas_gemm_bf16bf16f32. Two kernels of samples/int8_matmul.py: path
-"amx", `tile_matmul_plan` (B packed per block in VNNI order, accumulator tiles kept across k, the
-grid and blocks of `tile_block_sizes`); the vector path ("vnni" for int8: VPDPBUSD; "avx512bf16": VDPBF16PS),
+"amx", `build_tile_matmul` (`tile_matmul_plan`: B packed per block in VNNI order, accumulator tiles
+kept across k, the grid and blocks of `tile_block_sizes`; where C's rows start 16, 32 or 48 bytes
+past a cache line, as numpy's large arrays do, in two functions, the first over the columns whose
+tile rows are whole lines, timed together); the vector path ("vnni" for int8: VPDPBUSD; "avx512bf16": VDPBF16PS),
 `vector_matmul_plan` (a 6 x 64 register tile, B packed in VNNI order). Each is checked against
 numpy (int8: exactly) before it is timed. MKL runs on as many threads as accpy. `peak_fraction`:
 accpy's rate over the measured peak of the path's instruction (a loop of tile or vector dot
@@ -40,7 +42,7 @@ sys.path.insert(0, str(HERE.parent / "samples"))
 from _common import interleaved_best, median_seconds  # noqa: E402
 
 import accpy as acc  # noqa: E402
-from int8_matmul import has_amx, has_vector_dot, tile_matmul_plan, vector_matmul_plan  # noqa: E402
+from int8_matmul import build_tile_matmul, has_amx, has_vector_dot, vector_matmul_plan  # noqa: E402
 
 PEAK_C = r"""
 #include <immintrin.h>
@@ -135,19 +137,36 @@ def vector_peak_gops(dtype: str, out_dir: Path) -> float:
 VECTOR_PATH = {"int8": "vnni", "bf16": "avx512bf16"}
 
 
+def tile_kernel(M, N, K, dtype, threads, host, c, out_dir):
+    """The tile unit's kernel (samples/int8_matmul.py's `build_tile_matmul`, for C's offset past a
+    cache line: where C's rows all start 16, 32 or 48 bytes past one, as numpy's large arrays
+    do, two functions, the accumulator tiles of the first on whole lines): run(a, b, c)."""
+    return build_tile_matmul(M, N, K, dtype, threads, c_offset=c.ctypes.data % 64, output_dir=out_dir,
+                             target=host)[1]
+
+
+def vector_kernel(M, N, K, dtype, threads, host, c, out_dir):
+    """The AVX-512 dot-product kernel (`vector_matmul_plan`): run(a, b, c)."""
+    plan, args = vector_matmul_plan(M, N, K, dtype, threads, target=host)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    return pkg.build(f"lowp_vector_{dtype}_{M}_{N}_{K}_{threads}", output_dir=out_dir, python_module=False,
+                     progress=False).mm
+
+
 def available_paths(host, dtype: str, paths) -> list:
-    """[(path name, plan function)] this CPU runs; a JSON skip line for each it does not."""
+    """[(path name, kernel builder)] this CPU runs; a JSON skip line for each it does not."""
     out = []
     for p in paths:
         if p == "amx":
             if has_amx(host):
-                out.append(("amx", tile_matmul_plan))
+                out.append(("amx", tile_kernel))
             else:
                 print(json.dumps({"skipped": f"{dtype} amx: this CPU has no AMX tile unit"}), flush=True)
         else:
             name = VECTOR_PATH[dtype]
             if has_vector_dot(dtype, host):
-                out.append((name, vector_matmul_plan))
+                out.append((name, vector_kernel))
             else:
                 print(json.dumps({"skipped": f"{dtype} {name}: this CPU has no AVX-512 {name.upper()}"}), flush=True)
     return out
@@ -205,15 +224,11 @@ def _rows(M: int, rng):
 def measure(a, mkl, rng, out_dir, host, make, path, dtype, shape, threads, peak) -> dict:
     """One row: accpy's kernel of `path` checked against numpy, then timed against MKL."""
     M, N, K = shape
-    plan, args = make(M, N, K, dtype, threads, target=host)
-    pkg = acc.Package()
-    pkg.add(plan, args=args, base_name="mm")
-    fn = pkg.build(f"lowp_{path}_{dtype}_{M}_{N}_{K}_{threads}", output_dir=out_dir, python_module=False,
-                   progress=False).mm
     if dtype == "int8":
         x = rng.integers(0, 256, (M, K), dtype=np.uint8)
         y = rng.integers(-128, 128, (K, N), dtype=np.int8)
         c = np.zeros((M, N), np.int32)
+        fn = make(M, N, K, dtype, threads, host, c, out_dir)
         fn(x, y, c)
         rows = _rows(M, rng)  # (numpy's integer matmul is slow: large results are checked on 64 rows)
         assert np.array_equal(c[rows], x[rows].astype(np.int32) @ y.astype(np.int32)), "int8 result differs from numpy"
@@ -222,6 +237,7 @@ def measure(a, mkl, rng, out_dir, host, make, path, dtype, shape, threads, peak)
         x = acc.bfloat16_bits(rng.standard_normal((M, K)).astype(np.float32))
         y = acc.bfloat16_bits(rng.standard_normal((K, N)).astype(np.float32))
         c = np.zeros((M, N), np.float32)
+        fn = make(M, N, K, dtype, threads, host, c, out_dir)
         fn(x, y, c)
         rows = _rows(M, rng)
         want = acc.bfloat16_values(x[rows]) @ acc.bfloat16_values(y)

@@ -372,6 +372,63 @@ def test_the_tile_sample_with_short_k_blocks_is_exact_on_the_model(dtype, shape,
     _check_tile_matmul(lib.mm, M, N, K, dtype, seed=5)
 
 
+def _at_offset(shape, dtype, offset):
+    """A zeroed numpy array of `shape` starting `offset` bytes past a 64-byte line."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(n + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
+def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
+    """Where C's rows all start 16, 32 or 48 bytes past a cache line, the tile sample's product is
+    two functions: "mm" over the columns from the first on a line in every row, with the rule of
+    lined tiles (2 x 2, short k blocks, whatever sets C's rows fall in), and "mm_edge" over the
+    columns before it; one function where C is on a line or its rows are not equally far past one."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import first_line_column, tile_block_sizes, tile_matmul_parts
+
+    assert [first_line_column(4096, off) for off in (0, 16, 32, 48, 64 + 16)] == [0, 12, 8, 4, 12]
+    assert first_line_column(1000, 16) == 0  # rows 4000 bytes apart: each row its own offset
+    assert first_line_column(4096, 18) == 0  # not whole elements past a line
+    assert tile_block_sizes(4096, 4084, 4096, "bf16", lined=True) == dict(GR=2, GC=2, NC=1376, KC=320, PA=1, PF=1)
+    assert tile_block_sizes(4096, 4096, 4096, "bf16")["GR"] == 1  # rows 16 KiB apart, not lined: 1 x 3
+    assert [n for n, _, _ in tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=0)] == ["mm"]
+    assert [n for n, _, _ in tile_matmul_parts(1000, 1000, 1000, "int8", c_offset=16)] == ["mm"]
+    parts = tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=16)
+    assert [n for n, _, _ in parts] == ["mm", "mm_edge"]
+    main, edge = (plan.emit_c() for _, plan, _ in parts)
+    # the first part's accumulator tiles from column 12 (48 bytes: 16 + 48 is a whole line)
+    assert re.search(r"accpy_amx_loadd\(0, &C\[[^\]]*\+ 12\], 8192\)", main)
+    assert "accpy_amx_dpbusd(3, 5, 7)" in main  # a 2 x 2 grid
+    assert re.search(r"C\[[^\]]*\] = ", edge) and "accpy_amx_dpbusd(0, 1, 2)" in edge  # one partial tile
+
+
+@pytest.mark.parametrize("dtype, shape, threads, offset", [("int8", (40, 96, 130), 1, 16), ("int8", (70, 64, 64), 2, 48),
+                                                           ("bf16", (40, 96, 70), 1, 32), ("bf16", (33, 112, 200), 2, 16),
+                                                           ("int8", (20, 8, 64), 1, 16)])
+def test_the_tile_sample_in_two_parts_is_exact_on_the_model(dtype, shape, threads, offset, tmp_path):
+    """The two functions of a C 16, 32 or 48 bytes past a line add A @ B to every column of C
+    (int8 exactly), on one and two threads, on the model; and C at another offset than the one
+    they were built for gets the same results (8 columns: rows 32 bytes apart, one function)."""
+    from accpy.targets import x86tile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    from int8_matmul import build_tile_matmul
+
+    M, N, K = shape
+    _, run = build_tile_matmul(M, N, K, dtype, threads, c_offset=offset, output_dir=str(tmp_path),
+                               target=x86tile.emulating(acc.Target.HOST))
+    for off in (offset, 0):
+        def mm(a, b, c, off=off):
+            placed = _at_offset(c.shape, c.dtype, off)
+            placed[:] = 3
+            run(a, b, placed)
+            c[:] = placed - 3
+
+        _check_tile_matmul(mm, M, N, K, dtype, seed=7)
+
+
 def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_reloaded_often():
     """C's next block of tiles is prefetched over the k loop where the tiles are reloaded every 16
     k steps or sooner (k blocks of at most 1 KiB) and C takes 1 MiB or more."""
