@@ -312,20 +312,22 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
 
 
 def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None,
-                      c_offset: int = 0) -> list:
+                      c_offset: int = 0, min_c_bytes: int = 4 << 20) -> list:
     """[(name, plan, (A, B, C))]: C += A @ B on the tile unit, for a C that starts `c_offset` bytes
     past a cache line (numpy's large arrays: 16). Where C is on a line, or its rows do not all
-    start equally far past one: one function "mm" (`tile_matmul_plan`). Else two, called one after
-    the other: "mm" over C's columns from the first on a line in every row (`first_line_column`),
+    start equally far past one, or C takes less than `min_c_bytes`: one function "mm"
+    (`tile_matmul_plan`). Else two, called one after the other: "mm" over C's columns from the first on a line in every row (`first_line_column`),
     so that each 64-byte row of an accumulator tile is one cache line, with the block sizes' rule
     for such tiles, and "mm_edge" over the columns before it (at most 15: one partial tile per row
     of tiles, k in blocks of at most 4 KiB). Any C gives the right result; it is only faster at
     the offset it was built for. Against the one function on the same arrays (16 bytes past a
     line, 5 rounds taking turns with MKL, one / two threads; the first part alone): int8 1024^3
     +14% / +16%, 2048^3 +30% / +20%, 4096^3 +6% / +22%; bf16 1024^3 +25% / +20%, 2048^3 +21% /
-    +12%, 4096^3 +12% / +17% (the edge: 1.6 ms of bf16 4096^3's 127 on one thread)."""
-    p = first_line_column(N, c_offset)
-    if p == 0 or p >= N:
+    +12%, 4096^3 +12% / +17% (the edge: 1.6 ms of bf16 4096^3's 127 on one thread); both
+    functions against the one, 7 rounds taking turns: 1024^3 +3 to +10%, but 512^3 -14 to +3% and
+    256^3 -8 to -23% (the edge's own call), hence `min_c_bytes` (C of 1024 x 1024)."""
+    p = tile_edge_columns(M, N, c_offset, min_c_bytes)
+    if p == 0:
         return [("mm", *tile_matmul_plan(M, N, K, dtype, threads, target))]
     eb = 1 if dtype == "int8" else 2
     edge = dict(GR=1, GC=1, NC=16, KC=K if K * eb <= 4096 else 4096 // eb, **({"split": "i"} if threads > 1 else {}))
@@ -333,12 +335,18 @@ def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int 
             ("mm_edge", *tile_matmul_plan(M, N, K, dtype, threads, target, sizes=edge, columns=(0, p)))]
 
 
+def tile_edge_columns(M: int, N: int, c_offset: int, min_c_bytes: int = 4 << 20) -> int:
+    """How many of C's first columns `tile_matmul_parts` leaves to its second function (0: one)."""
+    p = first_line_column(N, c_offset)
+    return 0 if p >= N or M * N * 4 < min_c_bytes else p
+
+
 def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset: int = 0,
-                      output_dir=None, target=None):
+                      output_dir=None, target=None, min_c_bytes: int = 4 << 20):
     """The package of `tile_matmul_parts`, built, and `run(a, b, c)`: c += a @ b, each part in turn."""
     pkg = acc.Package()
     names = []
-    for name, plan, args in tile_matmul_parts(M, N, K, dtype, threads, target, c_offset):
+    for name, plan, args in tile_matmul_parts(M, N, K, dtype, threads, target, c_offset, min_c_bytes):
         pkg.add(plan, args=args, base_name=name)
         names.append(name)
     out = output_dir or tempfile.mkdtemp(prefix=f"accpy_tile_{dtype}_")

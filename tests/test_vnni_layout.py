@@ -395,6 +395,7 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     assert tile_block_sizes(4096, 4096, 4096, "bf16")["GR"] == 1  # rows 16 KiB apart, not lined: 1 x 3
     assert [n for n, _, _ in tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=0)] == ["mm"]
     assert [n for n, _, _ in tile_matmul_parts(1000, 1000, 1000, "int8", c_offset=16)] == ["mm"]
+    assert [n for n, _, _ in tile_matmul_parts(512, 512, 512, "int8", c_offset=16)] == ["mm"]  # C under 4 MiB
     parts = tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=16)
     assert [n for n, _, _ in parts] == ["mm", "mm_edge"]
     main, edge = (plan.emit_c() for _, plan, _ in parts)
@@ -418,7 +419,7 @@ def test_the_tile_sample_in_two_parts_is_exact_on_the_model(dtype, shape, thread
 
     M, N, K = shape
     _, run = build_tile_matmul(M, N, K, dtype, threads, c_offset=offset, output_dir=str(tmp_path),
-                               target=x86tile.emulating(acc.Target.HOST))
+                               target=x86tile.emulating(acc.Target.HOST), min_c_bytes=0)
     for off in (offset, 0):
         def mm(a, b, c, off=off):
             placed = _at_offset(c.shape, c.dtype, off)
