@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accpy as acc  # noqa: E402
-from int8_matmul import (build_tile_matmul, default_path, describe_path, matmul_plan, tile_block_sizes,  # noqa: E402
-                         tile_edge_columns, vector_block_sizes)
+from int8_matmul import (build_tile_matmul, default_path, describe_path, matmul_plan,  # noqa: E402
+                         tile_matmul_layout, vector_block_sizes)
 
 
 def main(argv=None) -> int:
@@ -47,9 +47,11 @@ def main(argv=None) -> int:
     c = np.zeros((M, N), np.float32)
     out = a.output_dir or tempfile.mkdtemp(prefix="accpy_bf16_")
     if path == "amx":
-        first = tile_edge_columns(M, N, c.ctypes.data % 64)  # the kernel is built for this C's place
-        sizes = tile_block_sizes(M, N - first, K, "bf16", a.threads, lined=first > 0)
-        where = f", columns from {first} (on cache lines) then 0-{first - 1}" if first else ""
+        # the kernel is built for this C's place past a cache line
+        parts = tile_matmul_layout(M, N, K, "bf16", a.threads, c_offset=c.ctypes.data % 64)
+        sizes = parts[0][2]
+        where = f", columns from {parts[0][1][0]} (tile rows on cache lines), then 0-{parts[0][1][0] - 1}" \
+            if len(parts) > 1 else (", tile rows on cache lines" if parts[0][3] else "")
         _, run = build_tile_matmul(M, N, K, "bf16", a.threads, c_offset=c.ctypes.data % 64, output_dir=out)
     else:
         sizes, where = vector_block_sizes(M, N, K, "bf16", a.threads), ""

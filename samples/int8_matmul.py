@@ -77,9 +77,9 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     128 916; int8 1000 x 1000 x 600 in one block of 600 20% faster than two of 320; bf16 600 in two
     of 320 3.5% faster than three of 224. With C's rows in a few sets of L1 (N = 512, 768, 1024,
     2048, 4096) shorter blocks gained nothing or lost (bf16 1024^3 -4% / 0%, 512^3 -10%, 2000 x 2048
-    x 2000 -9%, 4096^3 -9 to -10%; int8 1024^3 -4%): a guess, with no counters on this machine to
-    check it: every load and store of an accumulator tile then fills a few sets of L1, and shorter
-    blocks load and store them more often. There, 2 x 2 tiles where k is in at most two blocks of at
+    x 2000 -9%, 4096^3 -9 to -10%; int8 1024^3 -4%), measured on numpy's arrays, 16 bytes past a
+    line: the cause was each accumulator tile row spanning two lines (with `lined`, on lines, the
+    short blocks win there too). There, 2 x 2 tiles where k is in at most two blocks of at
     most 1 KiB and B's block takes all columns (at most 1.1 MiB; int8 1000^3 +17 to +20%, 1024^3 +11
     to +13%, bf16 1024^3 +27% against 1 x 3). Else 1 x 3 (one A tile meets three B tiles):
 
@@ -312,12 +312,13 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
 
 
 def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None,
-                      c_offset: int = 0, min_c_bytes: int = 4 << 20) -> list:
+                      c_offset=None, min_c_bytes: int = 4 << 20) -> list:
     """[(name, plan, (A, B, C))]: C += A @ B on the tile unit, for a C that starts `c_offset` bytes
-    past a cache line (numpy's large arrays: 16). Where C is on a line, or its rows do not all
-    start equally far past one, or C takes less than `min_c_bytes`: one function "mm"
-    (`tile_matmul_plan`). Else two, called one after the other: "mm" over C's columns from the first on a line in every row (`first_line_column`),
-    so that each 64-byte row of an accumulator tile is one cache line, with the block sizes' rule
+    past a cache line (numpy's large arrays: 16, 32 or 48; None: not known). Where C's rows do not
+    all start equally far past a line, or C takes less than `min_c_bytes`, or the offset is not
+    known: one function "mm" (`tile_matmul_plan`); where C is on a line, one function too, its
+    accumulator tiles' rows whole lines (`lined`). Else two, called one after the other: "mm" over
+    C's columns from the first on a line in every row (`first_line_column`), so that each 64-byte row of an accumulator tile is one cache line, with the block sizes' rule
     for such tiles, and "mm_edge" over the columns before it (at most 15: one partial tile per row
     of tiles, k in blocks of at most 4 KiB). Any C gives the right result; it is only faster at
     the offset it was built for. Against the one function on the same arrays (16 bytes past a
@@ -326,13 +327,21 @@ def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int 
     +12%, 4096^3 +12% / +17% (the edge: 1.6 ms of bf16 4096^3's 127 on one thread); both
     functions against the one, 7 rounds taking turns: 1024^3 +3 to +10%, but 512^3 -14 to +3% and
     256^3 -8 to -23% (the edge's own call), hence `min_c_bytes` (C of 1024 x 1024)."""
-    p = tile_edge_columns(M, N, c_offset, min_c_bytes)
+    return [(name, *tile_matmul_plan(M, N, K, dtype, threads, target, sizes=sz, columns=cols, lined=lined))
+            for name, cols, sz, lined in tile_matmul_layout(M, N, K, dtype, threads, c_offset, min_c_bytes)]
+
+
+def tile_matmul_layout(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset=None,
+                       min_c_bytes: int = 4 << 20) -> list:
+    """[(name, (first column, end), block sizes, lined)]: the functions of `tile_matmul_parts`."""
+    p = tile_edge_columns(M, N, c_offset, min_c_bytes) if c_offset is not None else 0
     if p == 0:
-        return [("mm", *tile_matmul_plan(M, N, K, dtype, threads, target))]
+        lined = c_offset is not None and c_offset % 64 == 0 and N * 4 % 64 == 0 and M * N * 4 >= min_c_bytes
+        return [("mm", (0, N), tile_block_sizes(M, N, K, dtype, threads, lined=lined), lined)]
     eb = 1 if dtype == "int8" else 2
     edge = dict(GR=1, GC=1, NC=16, KC=K if K * eb <= 4096 else 4096 // eb, **({"split": "i"} if threads > 1 else {}))
-    return [("mm", *tile_matmul_plan(M, N, K, dtype, threads, target, columns=(p, N), lined=True)),
-            ("mm_edge", *tile_matmul_plan(M, N, K, dtype, threads, target, sizes=edge, columns=(0, p)))]
+    return [("mm", (p, N), tile_block_sizes(M, N - p, K, dtype, threads, lined=True), True),
+            ("mm_edge", (0, p), dict(tile_block_sizes(M, p, K, dtype, threads), **edge), False)]
 
 
 def tile_edge_columns(M: int, N: int, c_offset: int, min_c_bytes: int = 4 << 20) -> int:
@@ -341,7 +350,7 @@ def tile_edge_columns(M: int, N: int, c_offset: int, min_c_bytes: int = 4 << 20)
     return 0 if p >= N or M * N * 4 < min_c_bytes else p
 
 
-def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset: int = 0,
+def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset=None,
                       output_dir=None, target=None, min_c_bytes: int = 4 << 20):
     """The package of `tile_matmul_parts`, built, and `run(a, b, c)`: c += a @ b, each part in turn."""
     pkg = acc.Package()
@@ -350,7 +359,8 @@ def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int 
         pkg.add(plan, args=args, base_name=name)
         names.append(name)
     out = output_dir or tempfile.mkdtemp(prefix=f"accpy_tile_{dtype}_")
-    lib = pkg.build(f"tile_{dtype}_{M}_{N}_{K}_{threads}_{c_offset % 64}", output_dir=out, python_module=False,
+    lib = pkg.build(f"tile_{dtype}_{M}_{N}_{K}_{threads}_{'x' if c_offset is None else c_offset % 64}",
+                    output_dir=out, python_module=False,
                     progress=False)
     fns = [getattr(lib, n) for n in names]
 

@@ -386,7 +386,7 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     lined tiles (2 x 2, short k blocks, whatever sets C's rows fall in), and "mm_edge" over the
     columns before it; one function where C is on a line or its rows are not equally far past one."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
-    from int8_matmul import first_line_column, tile_block_sizes, tile_matmul_parts
+    from int8_matmul import first_line_column, tile_block_sizes, tile_matmul_layout, tile_matmul_parts
 
     assert [first_line_column(4096, off) for off in (0, 16, 32, 48, 64 + 16)] == [0, 12, 8, 4, 12]
     assert first_line_column(1000, 16) == 0  # rows 4000 bytes apart: each row its own offset
@@ -394,6 +394,14 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     assert tile_block_sizes(4096, 4084, 4096, "bf16", lined=True) == dict(GR=2, GC=2, NC=1376, KC=320, PA=1, PF=1)
     assert tile_block_sizes(4096, 4096, 4096, "bf16")["GR"] == 1  # rows 16 KiB apart, not lined: 1 x 3
     assert [n for n, _, _ in tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=0)] == ["mm"]
+    # C on a line: one function, its tiles' rows whole lines (2 x 2, short k); offset not known: 1 x 3
+    (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "int8", c_offset=0)
+    assert cols == (0, 2048) and lined and (sz["GR"], sz["KC"]) == (2, 512)
+    (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "int8")
+    assert not lined and sz["GR"] == 1
+    (_, main, msz, _), (_, edge, esz, _) = tile_matmul_layout(2048, 2048, 2048, "bf16", 2, c_offset=48)
+    assert main == (4, 2048) and edge == (0, 4) and msz["GR"] == 2
+    assert (esz["GR"], esz["GC"], esz["NC"], esz["KC"], esz["split"]) == (1, 1, 16, 2048, "i")
     assert [n for n, _, _ in tile_matmul_parts(1000, 1000, 1000, "int8", c_offset=16)] == ["mm"]
     assert [n for n, _, _ in tile_matmul_parts(512, 512, 512, "int8", c_offset=16)] == ["mm"]  # C under 4 MiB
     parts = tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=16)
