@@ -17,8 +17,8 @@ products on registers, per thread, times the threads; `kernel: "peak"` rows). `-
 accpy's own fp32 sgemm (samples/optimized_matmul.py) of the same shape (`sgemm_gflops`,
 `vs_sgemm`: ops per second over the sgemm's). One JSON object per line: kernel, dtype, path,
 shape, threads, accpy_gops, mkl_gops, ratio (accpy / MKL: each one's best median of two rounds in
-which they take turns, in this process),
-peak_fraction. Skips, saying why, a path the CPU lacks, or everything when MKL is missing.
+which they take turns, in this process), peak_fraction, c_offset (where C starts past a 64-byte
+cache line: numpy's arrays, as a user gets them; the tile kernel is built for it). Skips, saying why, a path the CPU lacks, or everything when MKL is missing.
 """
 from __future__ import annotations
 
@@ -249,7 +249,8 @@ def measure(a, mkl, rng, out_dir, host, make, path, dtype, shape, threads, peak)
     # (significant digits: a tiny shape on a busy machine must not round to 0)
     row = {"kernel": "matmul", "dtype": dtype, "path": path, "shape": [M, N, K], "threads": threads,
            "accpy_gops": _sig(ops / t_accpy / 1e9), "mkl_gops": _sig(ops / t_mkl / 1e9),
-           "ratio": round(t_mkl / t_accpy, 3), "peak_fraction": _sig(ops / t_accpy / 1e9 / (peak * threads))}
+           "ratio": round(t_mkl / t_accpy, 3), "peak_fraction": _sig(ops / t_accpy / 1e9 / (peak * threads)),
+           "c_offset": c.ctypes.data % 64}
     if a.sgemm:
         from optimized_matmul import matmul_plan
 
