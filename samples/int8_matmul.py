@@ -318,9 +318,10 @@ def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int 
     all start equally far past a line, or C takes less than `min_c_bytes`, or the offset is not
     known: one function "mm" (`tile_matmul_plan`); where C is on a line, one function too, its
     accumulator tiles' rows whole lines (`lined`). Else two, called one after the other: "mm" over
-    C's columns from the first on a line in every row (`first_line_column`), so that each 64-byte row of an accumulator tile is one cache line, with the block sizes' rule
-    for such tiles, and "mm_edge" over the columns before it (at most 15: one partial tile per row
-    of tiles, k in blocks of at most 4 KiB). Any C gives the right result; it is only faster at
+    C's columns from the first on a line in every row (`first_line_column`), so that each 64-byte
+    row of an accumulator tile is one cache line, with the block sizes' rule for such tiles, and
+    "mm_edge" over the columns before it (at most 12: one partial tile per row of tiles, k in
+    blocks of at most 4 KiB). Any C gives the right result; it is only faster at
     the offset it was built for. Against the one function on the same arrays (16 bytes past a
     line, 5 rounds taking turns with MKL, one / two threads; the first part alone): int8 1024^3
     +14% / +16%, 2048^3 +30% / +20%, 4096^3 +6% / +22%; bf16 1024^3 +25% / +20%, 2048^3 +21% /
