@@ -17,10 +17,14 @@ bf16_matmul.py and benchmarks/lowp.py):
 
 B's NC-column block is packed once, into a host cache in VNNI order (`layout=Array.Layout.VNNI`:
 4 consecutive k per 32-bit slot, as the tile unit reads B) in panels of a tile's 16 columns
-(`panel_width=16`: each tile's rows one contiguous KiB), from which every B tile is one tile load; C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from
-A, or (2 x 2 tiles) from a copy of the row of tiles' block of A, made once per row of tiles. The grid loops i2, j2 are unrolled (tile numbers are immediates). With threads, each configuring its own
-tiles, either each thread takes whole NC blocks (packing its own), or all threads fill each packed
-block together and then share its rows of tiles (`tile_block_sizes`' "split").
+(`panel_width=16`: each tile's rows one contiguous KiB), from which every B tile is one tile load;
+C's GR x GC tiles stay in tile registers across all of k; A's tiles are loaded straight from A,
+or (2 x 2 tiles) from a copy of the row of tiles' block of A, made once per row of tiles. The
+grid loops i2, j2 are unrolled (tile numbers are immediates). With threads, each configuring its
+own tiles, either each thread takes whole NC blocks (packing its own), or all threads fill each
+packed block together and then share its rows of tiles (`tile_block_sizes`' "split"). For a C
+whose rows start 16, 32 or 48 bytes past a cache line (numpy's large arrays), `build_tile_matmul`
+makes the product two functions, the first over the columns whose tile rows are whole lines.
 
 Where the CPU has no AMX, the product runs on AVX-512 VNNI instead (`vector_matmul_plan`: the same
 nest, an MR x NR register tile, four k per VPDPBUSD), or `--path amx` runs the tile schedule on
