@@ -452,11 +452,12 @@ def _tile_kernel(M, N, K_, ta, tb, base_name):
     return K.Kernel(plan, (A, B, C), base_name, inputs=inputs, oracle=oracle)
 
 
-def _sample_matmul_kernel(M, N, K_, path, base_name, threads=1, sizes=None):
+def _sample_matmul_kernel(M, N, K_, path, base_name, threads=1, sizes=None, columns=None):
     """samples/int8_matmul.py's int8 kernels: the blocked tile schedule on the tile unit's model
     (B packed in VNNI order, partial tiles in every direction; with threads and `sizes`, e.g. each
-    thread its own rows and copy of B, C's next tiles prefetched) or the VNNI vector one (a partial
-    group of k: masked loads, a broadcast of fewer than 4 bytes)."""
+    thread its own rows and copy of B, C's next tiles prefetched; with `columns` (lo, hi), only
+    those of C: `build_tile_matmul`'s two functions) or the VNNI vector one (a partial group of k:
+    masked loads, a broadcast of fewer than 4 bytes)."""
     import sys
 
     from accpy.targets import x86tile
@@ -466,7 +467,7 @@ def _sample_matmul_kernel(M, N, K_, path, base_name, threads=1, sizes=None):
 
     if path == "amx":
         plan, args = tile_matmul_plan(M, N, K_, "int8", threads, target=x86tile.emulating(acc.Target.HOST),
-                                      sizes=sizes or dict(NC=48))
+                                      sizes=sizes or dict(NC=48), columns=columns)
     else:
         plan, args = vector_matmul_plan(M, N, K_, "int8", sizes=dict(NC=64, KC=16, MC=12))
 
@@ -474,8 +475,12 @@ def _sample_matmul_kernel(M, N, K_, path, base_name, threads=1, sizes=None):
         return {"A": rng.integers(0, 256, (M, K_)).astype(np.uint8), "B": rng.integers(-128, 128, (K_, N)).astype(np.int8),
                 "C": rng.integers(-1000, 1000, (M, N)).astype(np.int32)}
 
+    lo, hi = columns or (0, N)
+
     def oracle(v):
-        return {"C": v["C"] + v["A"].astype(np.int32) @ v["B"].astype(np.int32)}
+        c = v["C"].copy()
+        c[:, lo:hi] += v["A"].astype(np.int32) @ v["B"][:, lo:hi].astype(np.int32)
+        return {"C": c}
 
     return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
 
@@ -546,6 +551,12 @@ def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
                # blocks of 64 with a partial last one, A's rows of tiles copied
                _sample_matmul_kernel(70, 200, 150, "amx", "tile_own_columns", threads=2,
                                      sizes=dict(GR=2, GC=2, NC=64, KC=64, PA=1, split="j", PF=1)),
+               # `build_tile_matmul`'s two functions for a C 16 bytes past a line: columns 12.. on a
+               # 2 x 2 grid (k blocks of 64, the last partial), then columns 0..11 (one partial tile)
+               _sample_matmul_kernel(70, 96, 150, "amx", "tile_lined_columns", threads=2, columns=(12, 96),
+                                     sizes=dict(GR=2, GC=2, NC=64, KC=64, PA=1, split="j", PF=1)),
+               _sample_matmul_kernel(70, 96, 150, "amx", "tile_edge_columns", threads=2, columns=(0, 12),
+                                     sizes=dict(GR=1, GC=1, NC=16, KC=150, split="i")),
                _sample_fused_kernel(37, 61, 70, "tile_fused_epilogue"),
                _sample_fused_conv_kernel(3, 20, 64, 32, "tile_fused_conv")]
     if all(acc.Target.HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni")):
