@@ -9,8 +9,8 @@ A . B (bfloat16), against cblas_gemm_bf16bf16f32. Two kernels of samples/int8_ma
 "amx", `build_tile_matmul` (`tile_matmul_plan`: B packed per block in VNNI order, accumulator tiles
 kept across k, the grid and blocks of `tile_block_sizes`; where C's rows start 16, 32 or 48 bytes
 past a cache line, as numpy's large arrays do, in two functions, the first over the columns whose
-tile rows are whole lines, timed together); the vector path ("vnni" for int8: VPDPBUSD; "avx512bf16": VDPBF16PS),
-`vector_matmul_plan` (a 6 x 64 register tile, B packed in VNNI order). Each is checked against
+tile rows are whole lines, timed together); the vector path ("vnni" for int8: VPDPBUSD;
+"avx512bf16": VDPBF16PS), `vector_matmul_plan` (a 6 x 64 register tile, B packed in VNNI order). Each is checked against
 numpy (int8: exactly) before it is timed. MKL runs on as many threads as accpy. `peak_fraction`:
 accpy's rate over the measured peak of the path's instruction (a loop of tile or vector dot
 products on registers, per thread, times the threads; `kernel: "peak"` rows). `--sgemm` adds
@@ -18,7 +18,8 @@ accpy's own fp32 sgemm (samples/optimized_matmul.py) of the same shape (`sgemm_g
 `vs_sgemm`: ops per second over the sgemm's). One JSON object per line: kernel, dtype, path,
 shape, threads, accpy_gops, mkl_gops, ratio (accpy / MKL: each one's best median of two rounds in
 which they take turns, in this process), peak_fraction, c_offset (where C starts past a 64-byte
-cache line: numpy's arrays, as a user gets them; the tile kernel is built for it). Skips, saying why, a path the CPU lacks, or everything when MKL is missing.
+cache line: numpy's arrays, as a user gets them; the tile kernel is built for it). Skips, saying
+why, a path the CPU lacks, or everything when MKL is missing.
 """
 from __future__ import annotations
 

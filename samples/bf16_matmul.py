@@ -4,9 +4,10 @@ The schedule is int8_matmul.py's (`tile_matmul_plan`): B packed once per column 
 order (pairs of consecutive k per 32-bit slot), accumulator tiles kept across k (or across blocks
 of k), tiles of 16 x 16 x 32; where C's rows start 16, 32 or 48 bytes past a cache line, as
 numpy's large arrays do, two functions (`build_tile_matmul`): the columns from the first on a line
-in every row, then the few before it. Inputs are bfloat16 bit patterns in uint16 arrays (`acc.bfloat16_bits`); the result
-is checked against numpy's float64 product of the same bf16 values, within a tolerance that
-grows with sqrt(K) (the tile unit sums pairs of products in float32). Where the CPU has no AMX
+in every row, then the few before it. Inputs are bfloat16 bit patterns in uint16 arrays
+(`acc.bfloat16_bits`); the result is checked against numpy's float64 product of the same bf16
+values, within a tolerance that grows with sqrt(K) (the tile unit sums pairs of products in
+float32). Where the CPU has no AMX
 the product runs on VDPBF16PS (int8_matmul.py's `vector_matmul_plan`), or `--path amx` runs the
 tile schedule on the functional model.
 
@@ -48,10 +49,9 @@ def main(argv=None) -> int:
     out = a.output_dir or tempfile.mkdtemp(prefix="accpy_bf16_")
     if path == "amx":
         # the kernel is built for this C's place past a cache line
-        parts = tile_matmul_layout(M, N, K, "bf16", a.threads, c_offset=c.ctypes.data % 64)
-        sizes = parts[0][2]
-        where = f", columns from {parts[0][1][0]} (tile rows on cache lines), then 0-{parts[0][1][0] - 1}" \
-            if len(parts) > 1 else (", tile rows on cache lines" if parts[0][3] else "")
+        (_, (first, _), sizes, lined), *_ = tile_matmul_layout(M, N, K, "bf16", a.threads, c_offset=c.ctypes.data % 64)
+        where = (f", columns from {first} (tile rows on cache lines), then 0-{first - 1}" if first
+                 else ", tile rows on cache lines" if lined else "")
         _, run = build_tile_matmul(M, N, K, "bf16", a.threads, c_offset=c.ctypes.data % 64, output_dir=out)
     else:
         sizes, where = vector_block_sizes(M, N, K, "bf16", a.threads), ""

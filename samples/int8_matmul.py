@@ -325,8 +325,8 @@ def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int 
     C's columns from the first on a line in every row (`first_line_column`), so that each 64-byte
     row of an accumulator tile is one cache line, with the block sizes' rule for such tiles, and
     "mm_edge" over the columns before it (at most 12: one partial tile per row of tiles, k in
-    blocks of at most 4 KiB). Any C gives the right result; it is only faster at
-    the offset it was built for. Against the one function on the same arrays (16 bytes past a
+    blocks of at most 4 KiB). Any C gives the right result; it is only faster at the offset it
+    was built for. Against the one function on the same arrays (16 bytes past a
     line, 5 rounds taking turns with MKL, one / two threads; the first part alone): int8 1024^3
     +14% / +16%, 2048^3 +30% / +20%, 4096^3 +6% / +22%; bf16 1024^3 +25% / +20%, 2048^3 +21% /
     +12%, 4096^3 +12% / +17% (the edge: 1.6 ms of bf16 4096^3's 127 on one thread); both
@@ -339,20 +339,16 @@ def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int 
 def tile_matmul_layout(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset=None,
                        min_c_bytes: int = 4 << 20) -> list:
     """[(name, (first column, end), block sizes, lined)]: the functions of `tile_matmul_parts`."""
-    p = tile_edge_columns(M, N, c_offset, min_c_bytes) if c_offset is not None else 0
+    # every row of C equally far past a line (rows whole lines), the offset known, C large enough
+    known = c_offset is not None and N * 4 % 64 == 0 and M * N * 4 >= min_c_bytes
+    p = first_line_column(N, c_offset) if known else 0
     if p == 0:
-        lined = c_offset is not None and c_offset % 64 == 0 and N * 4 % 64 == 0 and M * N * 4 >= min_c_bytes
+        lined = known and c_offset % 64 == 0
         return [("mm", (0, N), tile_block_sizes(M, N, K, dtype, threads, lined=lined), lined)]
     eb = 1 if dtype == "int8" else 2
     edge = dict(GR=1, GC=1, NC=16, KC=K if K * eb <= 4096 else 4096 // eb, **({"split": "i"} if threads > 1 else {}))
     return [("mm", (p, N), tile_block_sizes(M, N - p, K, dtype, threads, lined=True), True),
             ("mm_edge", (0, p), dict(tile_block_sizes(M, p, K, dtype, threads), **edge), False)]
-
-
-def tile_edge_columns(M: int, N: int, c_offset: int, min_c_bytes: int = 4 << 20) -> int:
-    """How many of C's first columns `tile_matmul_parts` leaves to its second function (0: one)."""
-    p = first_line_column(N, c_offset)
-    return 0 if p >= N or M * N * 4 < min_c_bytes else p
 
 
 def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset=None,
@@ -365,8 +361,7 @@ def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int 
         names.append(name)
     out = output_dir or tempfile.mkdtemp(prefix=f"accpy_tile_{dtype}_")
     lib = pkg.build(f"tile_{dtype}_{M}_{N}_{K}_{threads}_{'x' if c_offset is None else c_offset % 64}",
-                    output_dir=out, python_module=False,
-                    progress=False)
+                    output_dir=out, python_module=False, progress=False)
     fns = [getattr(lib, n) for n in names]
 
     def run(a, b, c):
