@@ -87,6 +87,15 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     most 1 KiB and B's block takes all columns (at most 1.1 MiB; int8 1000^3 +17 to +20%, 1024^3 +11
     to +13%, bf16 1024^3 +27% against 1 x 3). Else 1 x 3 (one A tile meets three B tiles):
 
+    NT (int8, `lined`, where B in rows of 1 KiB of k takes more than one block of 1.1 MiB): k in
+    blocks of at most 1 KiB (A's copied row of tiles 32 KiB) and B's tiles streamed past L1
+    (TILELOADDT1), so that B's tiles do not push A's out: the C tiles reloaded half as often.
+    Against the short blocks, C on a line, 7 rounds taking turns with MKL, 1 / 2 threads: int8
+    2048^3 +10% / +8% (two threads: each its own blocks of 1024 columns), 4096^3 +6% / +4%; a C
+    driver, arrays on lines: 2048^3 +11 to +13% on one thread (blocks of 1 KiB alone: +4%; B
+    streamed with 512-byte blocks: 0 to -1%). Not taken: int8 1024^3 (B one block: +3% / -5%),
+    bf16 (1024^3 -10% / 0%, 2048^3 +7% / -1%, 4096^3 +2% / -2%).
+
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
     so that the block keeps 240 columns rather than 96: 11% faster); the C tiles are then loaded
     and stored once per k block.
@@ -140,12 +149,14 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: boo
         cols = -(-N // 32) * 32  # whole 2 x 2 steps
         if k_blocks and M * N * 4 >= 1 << 20 and (lined or _rows_spread(N * 4)):
             # 2 x 2 tiles, k in equal blocks of at most 640 bytes (a row of tiles of A at most 20 KiB),
-            # B in the fewest blocks of at most 1.1 MiB, equal in whole steps
-            blocks = -(-K * eb // 640)
+            # B in the fewest blocks of at most 1.1 MiB, equal in whole steps; int8 on lines where B
+            # takes several such blocks: k blocks of at most 1 KiB, B's tiles streamed (NT)
+            stream = lined and eb == 1 and cols * min(K, 1024) > (11 << 20) // 10
+            blocks = -(-K * eb // (1024 if stream else 640))
             KC = min(K, _part(K, blocks, depth))
             cap = max(32, (11 << 20) // 10 // (KC * eb) // 32 * 32)
             nb = -(-cols // cap)
-            return dict(GR=2, GC=2, NC=_part(cols, nb, 32), KC=KC, PA=1)
+            return dict(GR=2, GC=2, NC=_part(cols, nb, 32), KC=KC, PA=1, **({"NT": 1} if stream else {}))
         # 2 x 2 tiles where A's rows of tiles stay in L1 and B fits one block
         KC = K if K * eb <= 1024 else 1024 // eb // depth * depth
         if -(-K // KC) <= 2 and cols * KC * eb <= (11 << 20) // 10:
@@ -271,12 +282,15 @@ def _tile_schedule(s, i, j, k, sz: dict, depth: int, K: int, f=None):
     return j, i, i2, j1, j2, ii, jj, kk, kloop, per_thread
 
 
-def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False, prefetch_c=0):
+def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", pack_a=False, prefetch_c=0,
+               stream_b=False):
     """The plan of a tile schedule (`_tile_schedule`'s indices): B packed per block, C's tiles in
     tile registers at `c_index` (default: across k), A's and B's tiles loaded per grid step (with
     `pack_a`, A's from a copy of the row of tiles' block of A, rows of whole cache lines); with
     threads, sharing the blocks of columns (`split` "j") or the rows of tiles ("i"); with
-    `prefetch_c` (a locality), C's next block of tiles asked for a few rows in each k step."""
+    `prefetch_c` (a locality), C's next block of tiles asked for a few rows in each k step; with
+    `stream_b`, B's tiles loaded from the packed block with TILELOADDT1 (the cache's locality 2:
+    its lines kept out of L1, where A's row of tiles stays)."""
     j, i, i2, j1, j2, ii, jj, kk, kloop, per_thread = idx
     plan = s.create_plan(target)
     tile = acc.MemorySpace.AMX_TILE
@@ -287,7 +301,7 @@ def _tile_plan(s, target, A, B, C, idx, threads: int, c_index=None, split="j", p
     plan.cache(C, index=kloop if c_index is None else c_index, location=tile)  # accumulators stay in tiles
     # with pack_a: the GR tile rows of A (a KC block of them) copied once per row of tiles
     plan.cache(plan.cache(A, index=j1) if pack_a else A, index=i2, location=tile)
-    plan.cache(packed, index=i2, location=tile)
+    plan.cache(packed, index=i2, location=tile, locality=2 if stream_b else None)
     plan.unroll(i2)
     plan.unroll(j2)
     plan.tensorize(indices=(ii, jj, kk))
@@ -312,7 +326,7 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     s = nest.create_schedule()
     idx = _tile_schedule(s, *nest.get_indices(), sz, depth, K)
     return _tile_plan(s, target, A, B, C, idx, threads, split=sz.get("split", "j"), pack_a=bool(sz.get("PA")),
-                      prefetch_c=sz.get("PF", 0)), (A, B, C)
+                      prefetch_c=sz.get("PF", 0), stream_b=bool(sz.get("NT"))), (A, B, C)
 
 
 def tile_matmul_parts(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, target=None,

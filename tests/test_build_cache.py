@@ -341,9 +341,27 @@ def test_a_build_without_a_precompiled_header_still_works(tmp_path, monkeypatch)
     from accpy.package import compile as compiling
 
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(compiling, "prelude_pch", lambda cflags, text: None)
+    monkeypatch.setattr(compiling, "prelude_pch", lambda cflags, text, headers=(): None)
     lib = _inc_package(5.0).build("nopch", format=acc.Package.Format.HAT_DYNAMIC, output_dir=tmp_path / "o",
                                   python_module=False, progress=False)
     x = np.ones(64, np.float32)
     lib.inc(x)
     assert (x == 6).all()
+
+
+def test_a_changed_library_header_is_precompiled_anew(tmp_path, monkeypatch):
+    """The prelude only names a target library's header (#include); its text is part of the
+    precompiled header's key, so an edited (or upgraded) header is never served from a stale one."""
+    from accpy.package import compile as compiling
+
+    monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    flags = ["-O0", f"-I{inc}"]
+    (inc / "lib_h.h").write_text("#define LIB_VALUE 1\n")
+    one = compiling.prelude_pch(flags, '#include "lib_h.h"\n', headers=("#define LIB_VALUE 1\n",))
+    (inc / "lib_h.h").write_text("#define LIB_VALUE 2\n")
+    two = compiling.prelude_pch(flags, '#include "lib_h.h"\n', headers=("#define LIB_VALUE 2\n",))
+    assert one is not None and two is not None and one != two
+    again = compiling.prelude_pch(flags, '#include "lib_h.h"\n', headers=("#define LIB_VALUE 2\n",))
+    assert again == two  # the same text and headers: the cached one

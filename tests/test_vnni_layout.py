@@ -394,9 +394,16 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     assert tile_block_sizes(4096, 4084, 4096, "bf16", lined=True) == dict(GR=2, GC=2, NC=1376, KC=320, PA=1, PF=1)
     assert tile_block_sizes(4096, 4096, 4096, "bf16")["GR"] == 1  # rows 16 KiB apart, not lined: 1 x 3
     assert [n for n, _, _ in tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=0)] == ["mm"]
-    # C on a line: one function, its tiles' rows whole lines (2 x 2, short k); offset not known: 1 x 3
+    # C on a line: one function, its tiles' rows whole lines (2 x 2, short k; int8 where B takes
+    # several blocks: k blocks of 1 KiB, B's tiles streamed); offset not known: 1 x 3
     (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "int8", c_offset=0)
-    assert cols == (0, 2048) and lined and (sz["GR"], sz["KC"]) == (2, 512)
+    assert cols == (0, 2048) and lined and (sz["GR"], sz["KC"], sz["NC"], sz.get("NT")) == (2, 1024, 1024, 1)
+    (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "int8", 2, c_offset=0)
+    assert (sz["KC"], sz["NC"], sz["split"], sz.get("NT")) == (1024, 1024, "j", 1)  # each thread its columns
+    (_, cols, sz, lined), = tile_matmul_layout(1024, 1024, 1024, "int8", c_offset=0)
+    assert (sz["GR"], sz["KC"], sz.get("NT")) == (2, 512, None)  # B in one block of 1 KiB rows: short k
+    (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "bf16", c_offset=0)
+    assert (sz["GR"], sz["KC"], sz.get("NT")) == (2, 320, None)  # bf16: short k blocks, B loaded as usual
     (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "int8")
     assert not lined and sz["GR"] == 1
     (_, main, msz, _), (_, edge, esz, _) = tile_matmul_layout(2048, 2048, 2048, "bf16", 2, c_offset=48)
@@ -410,6 +417,7 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     # the first part's accumulator tiles from column 12 (48 bytes: 16 + 48 is a whole line)
     assert re.search(r"accpy_amx_loadd\(0, &C\[[^\]]*\+ 12\], 8192\)", main)
     assert "accpy_amx_dpbusd(3, 5, 7)" in main  # a 2 x 2 grid
+    assert "accpy_amx_loaddt1(6, &B_cache[" in main and "accpy_amx_loadd(6," not in main  # B streamed
     assert re.search(r"C\[[^\]]*\] = ", edge) and "accpy_amx_dpbusd(0, 1, 2)" in edge  # one partial tile
 
 

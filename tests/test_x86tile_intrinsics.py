@@ -33,15 +33,17 @@ def _program(ops: dict, name: str, steps) -> str:
             f"    if ({ops['begin'].c_call({})}) {{\n{lines}\n    {ops['end'].c_call({})};\n    }}\n}}\n")
 
 
-def _tile_steps(op, M, K4, N, strides, zero=False):
-    """C += A . B on tiles 0 (C), 1 (A), 2 (B); buffers p0 = C in, p1 = A, p2 = B, p3 = C out."""
+def _tile_steps(op, M, K4, N, strides, zero=False, stream=False):
+    """C += A . B on tiles 0 (C), 1 (A), 2 (B); buffers p0 = C in, p1 = A, p2 = B, p3 = C out;
+    `stream`: A and B loaded with the streaming form (TILELOADDT1)."""
     width = 4  # bytes per k group: 4 int8, or a pair of bf16
     shapes = {f"r{k}": 0 for k in range(8)} | {f"c{k}": 0 for k in range(8)}
     shapes.update(r0=M, c0=4 * N, r1=M, c1=width * K4, r2=K4, c2=4 * N)
     sc, sa, sb = strides
+    load = "loaddt1" if stream else "loadd"
     steps = [("begin", {}), ("config", shapes),
-             ("loadd", {"t": 0, "base": "p0", "stride": sc}), ("loadd", {"t": 1, "base": "p1", "stride": sa}),
-             ("loadd", {"t": 2, "base": "p2", "stride": sb})]
+             ("loadd", {"t": 0, "base": "p0", "stride": sc}), (load, {"t": 1, "base": "p1", "stride": sa}),
+             (load, {"t": 2, "base": "p2", "stride": sb})]
     if zero:
         steps.append(("zero", {"t": 0}))
     steps += [(op, {"d": 0, "a": 1, "b": 2}), ("stored", {"t": 0, "base": "p3", "stride": sc}), ("end", {})]
@@ -56,7 +58,7 @@ def _cases():
             M, K4, N = (16, 16, 16) if n == 0 else (int(rng.integers(1, 17)), int(rng.integers(1, 17)),
                                                     int(rng.integers(1, 17)))
             strides = [int(rng.integers(0, 3)) * 4 + w for w in (4 * N, 4 * K4, 4 * N)]
-            out.append((op, M, K4, N, strides, n == 5))
+            out.append((op, M, K4, N, strides, n == 5, n in (2, 3)))
     return out
 
 
@@ -66,8 +68,8 @@ CASES = _cases()
 def _build(tmp_path, ops, flags, tag) -> ctypes.CDLL:
     src = ["#include \"accpy_runtime.h\"", "#include \"accpy_x86tile_ops.h\"",
            "const char* take_error(void) { return accpy_take_error(); }"]
-    for k, (op, M, K4, N, strides, zero) in enumerate(CASES):
-        src.append(_program(ops, f"tile_case{k}", _tile_steps(op, M, K4, N, strides, zero)))
+    for k, (op, M, K4, N, strides, zero, stream) in enumerate(CASES):
+        src.append(_program(ops, f"tile_case{k}", _tile_steps(op, M, K4, N, strides, zero, stream)))
     for op in VECTOR_DOTS:
         src.append(_program(ops, f"vec_{op}", [("begin", {}), (op, {"acc": "p0", "a": "p1", "b": "p2"}), ("end", {})]))
     # a dot product whose tile shapes do not agree: refused (the model reports it at `end`)
@@ -133,7 +135,7 @@ def _acc_bytes(rng, rows, N, stride, floats):
 @pytest.mark.parametrize("k", range(len(CASES)))
 def test_tile_templates_match_their_reference_bodies(form, k):
     ops, lib = form
-    op, M, K4, N, strides, zero = CASES[k]
+    op, M, K4, N, strides, zero, stream = CASES[k]
     rng = np.random.default_rng(100 + k)
     bf16 = op == "dpbf16ps"
     sc, sa, sb = strides
@@ -147,7 +149,7 @@ def test_tile_templates_match_their_reference_bodies(form, k):
     assert err is None, err.decode()
     m = mc.RefTiles()
     bufs = {"p0": c_in, "p1": a, "p2": b, "p3": want}
-    for name, args in _tile_steps(op, M, K4, N, strides, zero):
+    for name, args in _tile_steps(op, M, K4, N, strides, zero, stream):
         intr = ops[name]
         intr.reference(m, *[bufs.get(args[p], args[p]) if isinstance(args[p], str) else args[p]
                             for p in intr.params])

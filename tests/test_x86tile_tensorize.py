@@ -182,9 +182,11 @@ def test_lowp_benchmark_runs(tmp_path):
         assert x["threads"] in (1, 2) and 0 < x["peak_fraction"] < 1
 
 
-def _blocked_plan(nest, args, idx, target, gr, gc, NC, kdepth=64, threads=None, packed_b=True, unroll=True):
+def _blocked_plan(nest, args, idx, target, gr, gc, NC, kdepth=64, threads=None, packed_b=True, unroll=True,
+                  locality=None):
     """Register blocking: C in a gr x gc grid of tiles across k, A in gr tiles, B (packed once per
-    NC-column block into a VNNI-ordered cache) in gc tiles; the grid loops unrolled."""
+    NC-column block into a VNNI-ordered cache) in gc tiles (loaded with `locality`); the grid loops
+    unrolled."""
     i, j, k = idx
     A, B, C = args
     s = nest.create_schedule()
@@ -199,7 +201,7 @@ def _blocked_plan(nest, args, idx, target, gr, gc, NC, kdepth=64, threads=None, 
     bsrc = p.cache(B, index=i, layout=acc.Array.Layout.VNNI) if packed_b else B
     p.cache(C, index=k, location=TILE)
     p.cache(A, index=i2, location=TILE)
-    p.cache(bsrc, index=i2, location=TILE)
+    p.cache(bsrc, index=i2, location=TILE, locality=locality)
     if unroll:
         p.unroll(i2)
         p.unroll(j2)
@@ -258,6 +260,49 @@ def test_the_packed_b_cache_is_loaded_into_tiles_directly():
     for t in range(8):
         assert f"accpy_amx_emu_loadd({t}," in code
     assert "accpy_amx_emu_dpbusd(3, 5, 7)" in code
+
+
+def test_a_tile_cache_with_a_low_locality_is_loaded_with_tileloaddt1():
+    """`plan.cache(..., location=AMX_TILE, locality=2)`: that cache's tiles come in with TILELOADDT1
+    (the other caches' with TILELOADD); with locality 3, or none, the ordinary load."""
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, args, idx = mixed_matmul_nest(64, 128, 128, S.uint8, S.int8, S.int32, S.int32)
+    code = _blocked_plan(nest, args, idx, target, 2, 2, 64, locality=2).emit_c()
+    assert "accpy_amx_emu_loaddt1(6, &B_cache[4096*k + 128*j1], 256);" in code
+    assert "accpy_amx_emu_loaddt1(7, &B_cache[4096*k + 128*j1 + 64], 256);" in code
+    assert code.count("accpy_amx_emu_loaddt1(") == 2  # A's and C's tiles: the ordinary load
+    for t in range(6):
+        assert f"accpy_amx_emu_loadd({t}," in code
+    nest, args, idx = mixed_matmul_nest(64, 128, 128, S.uint8, S.int8, S.int32, S.int32)
+    assert "loaddt1" not in _blocked_plan(nest, args, idx, target, 2, 2, 64, locality=3).emit_c()
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("locality", [0, 2])
+def test_streamed_tile_loads_give_the_same_results(target, locality, tmp_path):
+    """Partial tiles in every grid position, B's tiles loaded with TILELOADDT1: exact."""
+    M, N, K = 40, 72, 136
+    nest, args, idx = mixed_matmul_nest(M, N, K, S.uint8, S.int8, S.int32, S.int32)
+    plan = _blocked_plan(nest, args, idx, target, 2, 2, 64, threads=2, locality=locality)
+    rng = np.random.default_rng(locality)
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    c = rng.integers(-1000, 1000, (M, N)).astype(np.int32)
+    got = _run(plan, args, [a, b, c], tmp_path, f"nt{locality}")[2]
+    assert np.array_equal(got, c + a.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_a_locality_is_checked():
+    target = x86tile.emulating(acc.Target.HOST)
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(64, 64, 64, S.uint8, S.int8, S.int32, S.int32)
+    p = nest.create_schedule().create_plan(target)
+    with pytest.raises(ValueError, match=r"locality: expected 0, 1, 2 or 3 .* got 4"):
+        p.cache(B, index=j, location=TILE, locality=4)
+    with pytest.raises(ValueError, match=r"locality: expected 0, 1, 2 or 3 .* got True"):
+        p.cache(B, index=j, location=TILE, locality=True)
+    with pytest.raises(ValueError, match=r"locality: a hint for the loads into a target memory; give location="):
+        p.cache(B, index=j, locality=1)
+    assert not p.caches  # nothing recorded by a refused call
 
 
 def test_grid_loops_must_be_unrolled():

@@ -31,6 +31,7 @@ class CacheRequest:
     resolved_level: Optional[int] = None  # a budget cache's level, once lowering picked it
     vnni: bool = False  # rows of the second-to-last dimension grouped by 32 bits (Buffer.group)
     panel_width: int = 1  # the block's columns in panels of this many (Buffer.panel)
+    locality: Optional[int] = None  # a target memory's loads: how near the core the source's lines stay
 
     @property
     def budget(self) -> bool:

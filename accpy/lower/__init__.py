@@ -107,7 +107,9 @@ def _target_memories(st):
         return (f"cache of {c.array_name} at index {st.request.space.dims[-level].index.name}"
                 if level is not None else f"cache of {c.array_name}")
 
-    stmt, st.layouts = lower_target_memories(st.stmt, st.library, st.cache_bufs, describe, st.request.tensorize)
+    locality = {b: c.locality for b, c in st.owners.items() if c.locality is not None}
+    stmt, st.layouts = lower_target_memories(st.stmt, st.library, st.cache_bufs, describe, st.request.tensorize,
+                                             locality)
     st.cache_bufs = [b for b in st.cache_bufs if not is_target_buffer(b)]
     return stmt
 

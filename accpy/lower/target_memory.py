@@ -20,13 +20,14 @@ def is_target_buffer(buf) -> bool:
     return buf is not None and buf.memory not in (HostMemory.GLOBAL, HostMemory.LOCAL, HostMemory.HEAP) and memory(buf.memory) is not None
 
 
-def lower_target_memories(stmt, library, buffers, describe, requests=()):
-    """Returns (stmt, layouts): layouts of the target buffers, copies lowered to transfers."""
+def lower_target_memories(stmt, library, buffers, describe, requests=(), locality=None):
+    """Returns (stmt, layouts): layouts of the target buffers, copies lowered to transfers.
+    `locality`: {target buffer: its cache's `locality` hint}, given to the library's loads."""
     targets = [b for b in buffers if is_target_buffer(b)]
     layouts = library.place(targets, describe, roles=tensorize_roles(stmt, targets, requests))
     if not layouts:
         return stmt, layouts
-    return _Copies(library, layouts, describe).visit(stmt), layouts
+    return _Copies(library, layouts, describe, locality or {}).visit(stmt), layouts
 
 
 def tensorize_roles(stmt, buffers, requests) -> dict:
@@ -56,8 +57,8 @@ def _perfect_nest(f: For):
 
 
 class _Copies(Mutator):
-    def __init__(self, library, layouts, describe):
-        self.library, self.layouts, self.describe = library, layouts, describe
+    def __init__(self, library, layouts, describe, locality):
+        self.library, self.layouts, self.describe, self.locality = library, layouts, describe, locality
 
     def visit_For(self, f: For):
         loops, s = _perfect_nest(f)
@@ -89,7 +90,8 @@ class _Copies(Mutator):
             if isinstance(s.value, Load) and s.value.buffer not in self.layouts:
                 origin = _origin(s.value.indices, coords)
                 if origin is not None:
-                    return self.library.copy_in(lay, s.value.buffer, origin, exts, what)
+                    return self.library.copy_in(lay, s.value.buffer, origin, exts, what,
+                                                locality=self.locality.get(s.buffer))
             if not isinstance(s.value, Load):
                 mem = memory(s.buffer.memory)
                 raise ValueError(f"{what}: the copy into {mem.owner or 'the target'}'s {mem.name} converts "

@@ -360,12 +360,14 @@ def split_prelude(text: str) -> Optional[tuple]:
     return prelude + "\n", "\n" * text.count("\n", 0, cut) + text[cut:]
 
 
-def prelude_pch(cflags: list, text: str) -> Optional[Path]:
+def prelude_pch(cflags: list, text: str, headers=()) -> Optional[Path]:
     """A header of C `text` (a prelude, see split_prelude), precompiled for exactly these flags
     (cached): a unit compiled with `-include <it>` skips parsing the runtime and system headers
     (<immintrin.h> alone is about 0.2 s of a kernel with vector code; the runtime's headers are
-    most of a small scalar kernel's compile). None when the compiler cannot precompile it."""
-    key = cache_key("prelude-pch", text, " ".join(cflags), compiler_identity(CC))
+    most of a small scalar kernel's compile). `headers`: the texts of the target libraries'
+    headers the prelude includes (part of the key: a changed header is precompiled anew).
+    None when the compiler cannot precompile it."""
+    key = cache_key("prelude-pch", text, " ".join(cflags), compiler_identity(CC), *headers)
     final = cache_dir() / "pch" / key
     header = final / "accpy_prelude.h"
     if (str(final) in _verified_pch and header.exists()) or _cache_hit(final, ["accpy_prelude.h", "accpy_prelude.h.gch"]):
@@ -383,7 +385,7 @@ def prelude_pch(cflags: list, text: str) -> Optional[Path]:
     return header if header.exists() else None
 
 
-def _precompiled(cflags: list, text: str, precompile: Optional[str]) -> tuple:
+def _precompiled(cflags: list, text: str, precompile: Optional[str], headers=()) -> tuple:
     """(compiler arguments, text to compile) for one unit: its prelude precompiled and included,
     and the rest; the text itself when it has no prelude or the prelude cannot be precompiled.
     `precompile` (a target library's large header) goes first when the unit has vector code."""
@@ -393,7 +395,7 @@ def _precompiled(cflags: list, text: str, precompile: Optional[str]) -> tuple:
     prelude, rest = parts
     if precompile is not None and "#define ACCPY_NO_VECTORS" not in prelude:
         prelude = precompile + prelude
-    header = prelude_pch(cflags, prelude)
+    header = prelude_pch(cflags, prelude, headers)
     return (["-include", str(header)], rest) if header is not None else ([], text)
 
 
@@ -433,7 +435,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         srcs, pres = [], []
         for k, text in enumerate(texts):
             src = tmp / (f"kernel{k}.c" if len(texts) > 1 else "kernel.c")
-            pre, text = _precompiled(cflags, text, precompile)
+            pre, text = _precompiled(cflags, text, precompile, headers)
             src.write_text(text)
             srcs.append(src)
             pres.append(pre)

@@ -28,7 +28,7 @@ class Cache:
     """The handle `Plan.cache` returns; usable as the source of another (inner) cache."""
 
     def __init__(self, plan, source, index, level, trigger_index, trigger_level, max_elements, layout,
-                 element_type, thrifty, location, double_buffer, panel_width=1):
+                 element_type, thrifty, location, double_buffer, panel_width=1, locality=None):
         """Made by `Plan.cache` (arguments already checked there)."""
         self.plan = plan
         self.source = source  # an Array or an outer Cache
@@ -43,6 +43,7 @@ class Cache:
         self.location = location
         self.double_buffer = double_buffer
         self.panel_width = panel_width  # columns per panel (1: none)
+        self.locality = locality  # a target memory's loads: how near the core the source's lines stay
         # the IR buffer of an Array source, taken when the cache is made (with the
         # parameter values of its plan in effect)
         self.source_buffer = None if isinstance(source, Cache) else _buffer_or_none(source)
@@ -51,7 +52,7 @@ class Cache:
     def create(cls, plan, source, index=None, trigger_index=None, layout=None, max_elements=None,
                element_type=None, thrifty=None, location=None, level=None, trigger_level=None,
                double_buffer=False, double_buffer_location=None, vectorize=None, strategy=None,
-               panel_width=None) -> "Cache":
+               panel_width=None, locality=None) -> "Cache":
         """A checked Cache of `plan` (what `Plan.cache` makes): every argument validated, the
         index and level (and trigger index and level) resolved from whichever was given."""
         from ..nest.array import Array, ArrayView, Role, scalar_type
@@ -142,8 +143,13 @@ class Cache:
         if not plan._uses(array):
             raise ValueError(f"source: {array.name} is not used by this schedule's logic")
         panel_width = _checked_panel_width(panel_width, array, layout, location, max_elements, double_buffer)
+        if locality is not None:
+            if isinstance(locality, bool) or locality not in (0, 1, 2, 3):
+                raise ValueError(f"locality: expected 0, 1, 2 or 3 (as prefetch's), or None, got {locality!r}")
+            if location is None or location is MemorySpace.NONE:
+                raise ValueError("locality: a hint for the loads into a target memory; give location= too")
         return cls(plan, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
-                   thrifty, location, double_buffer, panel_width)
+                   thrifty, location, double_buffer, panel_width, locality)
 
     @property
     def array(self):

@@ -52,16 +52,19 @@ class Plan:
 
     def cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
-              double_buffer_location=None, vectorize=None, strategy=None, panel_width=None):
+              double_buffer_location=None, vectorize=None, strategy=None, panel_width=None, locality=None):
         """A local copy of `source`'s active block at a key-slice (see accpy/plan/cache.py).
         `panel_width`: the block's columns (last dimension) stored in panels of that many, each
         panel's rows one after another (a packed GEMM operand: a micro-kernel's NR columns, or a
-        tile's 16, read as one contiguous run)."""
+        tile's 16, read as one contiguous run). `locality` (0-3, as `prefetch`'s; None: the
+        default): for a cache in a target memory (`location=`), how near the core the source's
+        lines should stay after its loads (the x86 tile unit: below 3, TILELOADDT1, keeping them
+        out of L1). A hint only: results do not change."""
         return self._call("cache", source, index=index, trigger_index=trigger_index, layout=layout,
                           max_elements=max_elements, element_type=element_type, thrifty=thrifty,
                           location=location, level=level, trigger_level=trigger_level,
                           double_buffer=double_buffer, double_buffer_location=double_buffer_location,
-                          vectorize=vectorize, strategy=strategy, panel_width=panel_width)
+                          vectorize=vectorize, strategy=strategy, panel_width=panel_width, locality=locality)
 
     def tensorize(self, indices, intrinsic=None) -> None:
         """Run the sub-nest spanned by `indices` = (i, j, k) on a tensor instruction: on Gemmini,
@@ -374,7 +377,7 @@ class Plan:
     # -- caches ---------------------------------------------------------------------------
     def _cache(self, source, index=None, trigger_index=None, layout=None, max_elements=None, element_type=None,
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
-              double_buffer_location=None, vectorize=None, strategy=None, panel_width=None):
+              double_buffer_location=None, vectorize=None, strategy=None, panel_width=None, locality=None):
         """A local copy of `source`'s active block at a key-slice (checked by `Cache.create`)."""
         from .cache import Cache
 
@@ -382,7 +385,7 @@ class Plan:
                          max_elements=max_elements, element_type=element_type, thrifty=thrifty, location=location,
                          level=level, trigger_level=trigger_level, double_buffer=double_buffer,
                          double_buffer_location=double_buffer_location, vectorize=vectorize, strategy=strategy,
-                         panel_width=panel_width)
+                         panel_width=panel_width, locality=locality)
         self._caches.append(c)
         if any(self._cache_inside(p) for p in self._vectorized_subtrees()):
             # the cache's copies may land inside a vectorized subtree, where they may not fit

@@ -167,8 +167,9 @@ class TargetLibrary:
         per dimension, which tensorized index (0, 1, 2: i, j, k) its subscripts follow, or None}."""
         raise NotImplementedError(f"{self.name} has no memories")
 
-    def copy_in(self, layout, source, origin, extents, what: str):
-        """The transfers filling the block at `layout` from `source` (None: zeros) at `origin`."""
+    def copy_in(self, layout, source, origin, extents, what: str, locality=None):
+        """The transfers filling the block at `layout` from `source` (None: zeros) at `origin`;
+        `locality`: the cache's hint (`plan.cache(..., locality=)`), which a library may ignore."""
         raise NotImplementedError(f"{self.name} has no memories")
 
     def copy_out(self, layout, dest, origin, extents, what: str):

@@ -55,6 +55,7 @@ static inline void accpy_amx_emu_config(int r0, int c0, int r1, int c1, int r2, 
 }
 
 #define accpy_amx_emu_loadd(t, base, stride) accpy_tile_loadd(&accpy_amx_emu_state, (t), (base), (stride))
+#define accpy_amx_emu_loaddt1(t, base, stride) accpy_tile_loadd(&accpy_amx_emu_state, (t), (base), (stride))
 #define accpy_amx_emu_stored(t, base, stride) accpy_tile_stored(&accpy_amx_emu_state, (t), (base), (stride))
 #define accpy_amx_emu_zero(t) accpy_tile_zero(&accpy_amx_emu_state, (t))
 #define accpy_amx_emu_dpbssd(d, a, b) accpy_tile_dpb(&accpy_amx_emu_state, (d), (a), (b), 1, 1)
@@ -112,6 +113,11 @@ static inline int accpy_amx_begin(void) {
     do {                                                   \
         __asm__ __volatile__("" : : : "memory");           \
         _tile_loadd(t, (base), (stride));                  \
+    } while (0)
+#define accpy_amx_loaddt1(t, base, stride)                \
+    do {                                                   \
+        __asm__ __volatile__("" : : : "memory");           \
+        _tile_stream_loadd(t, (base), (stride));           \
     } while (0)
 #define accpy_amx_stored(t, base, stride)                 \
     do {                                                   \

@@ -42,8 +42,8 @@ class GemminiLibrary(TargetLibrary):
     def place(self, buffers, describe, roles=None) -> dict:
         return layout.place(buffers, describe)
 
-    def copy_in(self, lay, source, origin, extents, what: str):
-        return layout.copy_in(lay, source, origin, extents, what)
+    def copy_in(self, lay, source, origin, extents, what: str, locality=None):
+        return layout.copy_in(lay, source, origin, extents, what)  # (mvin has no locality hint)
 
     def copy_out(self, lay, dest, origin, extents, what: str):
         return layout.copy_out(lay, dest, origin, extents, what)

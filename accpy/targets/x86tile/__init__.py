@@ -67,8 +67,8 @@ class X86TileLibrary(TargetLibrary):
     def place(self, buffers, describe, roles=None) -> dict:
         return tiles.place(buffers, describe, roles)
 
-    def copy_in(self, layout, source, origin, extents, what: str):
-        return tiles.copy_in(self.ops, layout, source, origin, extents, what)
+    def copy_in(self, layout, source, origin, extents, what: str, locality=None):
+        return tiles.copy_in(self.ops, layout, source, origin, extents, what, locality)
 
     def copy_out(self, layout, dest, origin, extents, what: str):
         return tiles.copy_out(self.ops, layout, dest, origin, extents, what)

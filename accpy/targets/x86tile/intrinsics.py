@@ -104,6 +104,9 @@ def _ops(hw: bool) -> dict:
                        doc="LDTILECFG, palette 1: tile k is r_k rows of c_k bytes"),
         "loadd": intr(amx, "loadd", ("t", "base", "stride"), c + "loadd({t}, {base}, {stride})", _ref_loadd,
                       pointer_params=("base",), read_only=("base",), uses_config=("tiles",), footprint=_tile_rows),
+        # TILELOADDT1: the same load, its lines hinted non-temporal (kept out of L1; the model: a load)
+        "loaddt1": intr(amx, "loaddt1", ("t", "base", "stride"), c + "loaddt1({t}, {base}, {stride})", _ref_loadd,
+                        pointer_params=("base",), read_only=("base",), uses_config=("tiles",), footprint=_tile_rows),
         "stored": intr(amx, "stored", ("t", "base", "stride"), c + "stored({t}, {base}, {stride})", _ref_stored,
                        pointer_params=("base",), uses_config=("tiles",), footprint=_tile_rows),
         "zero": intr(amx, "zero", ("t",), c + "zero({t})", _ref_zero, uses_config=("tiles",)),

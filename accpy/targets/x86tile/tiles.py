@@ -231,11 +231,13 @@ def _per_tile(lay: Layout, origin, exts, one, empty=None):
     return block(*out)
 
 
-def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str):
-    """Load the block src[origin + c] (c < exts) into the layout's tiles; src None: zeros."""
+def copy_in(ops, lay: Layout, src: Optional[Buffer], origin, exts, what: str, locality=None):
+    """Load the block src[origin + c] (c < exts) into the layout's tiles; src None: zeros.
+    `locality` below 3 (the cache's hint): the tiles loaded straight from `src` with TILELOADDT1."""
     if src is None:
         return block(*[_call(ops["zero"], t) for t, _, _ in lay.tiles()])
-    return _per_tile(lay, origin, exts, lambda t, o, e: _copy_in_tile(ops, lay, t, src, o, e),
+    direct = ops["loaddt1"] if locality is not None and locality < 3 else ops["loadd"]
+    return _per_tile(lay, origin, exts, lambda t, o, e: _copy_in_tile(ops, lay, t, src, o, e, direct),
                      empty=lambda t: _call(ops["zero"], t))
 
 
@@ -261,13 +263,15 @@ def _whole_b_tile(src: Buffer, origin) -> bool:
             and _multiple_of(origin[-2], rows) and _multiple_of(origin[-1], cols))
 
 
-def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
+def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts, direct):
+    """One tile's load: straight from `src` with `direct` (a load intrinsic) where its rows lie
+    there as the tile takes them, else through a scratch block filled element by element."""
     eb = src.dtype.bits // 8
     at = _origin2(src, origin)
     if lay.operand != "B":
         stride = _row_stride_bytes(src)
         if stride is not None and _full(exts, (mc.ROWS, mc.COLSB // eb)):
-            return _call(ops["loadd"], t, Load(src, at(Const(0), Const(0))), stride)
+            return _call(direct, t, Load(src, at(Const(0), Const(0))), stride)
         s = _scratch(src.dtype, (mc.ROWS, mc.COLSB // eb))
         fill = _loops(exts, lambda r, c: Store(s, (r, c), Load(src, at(r, c))))
         # rows past the block need no zeros: they only reach rows of C past the block, which are
@@ -286,7 +290,7 @@ def _copy_in_tile(ops, lay: Layout, t: int, src: Buffer, origin, exts):
         # reach only columns of C that are never stored
         last = to_affine(src.strides[-1])
         if last is not None and last.is_const and last.const == g:
-            return _call(ops["loadd"], t, Load(src, at(Const(0), Const(0))),
+            return _call(direct, t, Load(src, at(Const(0), Const(0))),
                          idx_op("mul", src.strides[-2], Const(eb)))
     s = _scratch(src.dtype, (mc.ROWS, mc.COLSB // 4, g))
     load = _call(ops["loadd"], t, Load(s, (Const(0), Const(0), Const(0))), mc.COLSB)
@@ -440,8 +444,8 @@ def _tile_number(lay: Layout, x: Load, roles, what: str):
 
 def check_tile_numbers(ops, stmt, request=None):
     """After unrolling: every tile number is a constant (the instructions take immediates)."""
-    names = {ops[k].name: n for k, n in (("loadd", 1), ("stored", 1), ("zero", 1), ("dpbssd", 3), ("dpbsud", 3),
-                                            ("dpbusd", 3), ("dpbuud", 3), ("dpbf16ps", 3))}
+    names = {ops[k].name: n for k, n in (("loadd", 1), ("loaddt1", 1), ("stored", 1), ("zero", 1), ("dpbssd", 3),
+                                            ("dpbsud", 3), ("dpbusd", 3), ("dpbuud", 3), ("dpbf16ps", 3))}
     for call in nodes_of(stmt, Call):
         n = names.get(call.fn)
         if n is None:
