@@ -54,12 +54,9 @@ class Plan:
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
               double_buffer_location=None, vectorize=None, strategy=None, panel_width=None, locality=None):
         """A local copy of `source`'s active block at a key-slice (see accpy/plan/cache.py).
-        `panel_width`: the block's columns (last dimension) stored in panels of that many, each
-        panel's rows one after another (a packed GEMM operand: a micro-kernel's NR columns, or a
-        tile's 16, read as one contiguous run). `locality` (0-3, as `prefetch`'s; None: the
-        default): for a cache in a target memory (`location=`), how near the core the source's
-        lines should stay after its loads (the x86 tile unit: below 3, TILELOADDT1, keeping them
-        out of L1). A hint only: results do not change."""
+        `panel_width`: the block's columns stored in panels of that many, each panel's rows one
+        after another (a packed GEMM operand). `locality` (0-3, as `prefetch`'s): for a cache in a
+        target memory, how near the core its loads keep the source's lines (a hint only)."""
         return self._call("cache", source, index=index, trigger_index=trigger_index, layout=layout,
                           max_elements=max_elements, element_type=element_type, thrifty=thrifty,
                           location=location, level=level, trigger_level=trigger_level,
