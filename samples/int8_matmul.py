@@ -62,12 +62,13 @@ def tile_target():
 
 
 def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1,
-                     k_blocks: bool = True, lined: bool = False) -> dict:
+                     k_blocks: bool = True, lined: bool = False, pitch: int = 0) -> dict:
     """GR x GC tiles of C, NC columns of B per packed block and KC rows of k per block (PA: A's
     rows of tiles copied). Measured on a Xeon, ratios to MKL with the two taking turns. With
     `k_blocks` False (a plan that keeps all of k in one block), not the rule that cuts k short.
     `lined`: every accumulator tile's rows start on cache lines (`tile_matmul_parts`): then the
-    short k blocks below whatever the sets C's rows fall in.
+    short k blocks below whatever the sets C's rows fall in. `pitch`: bytes from one row of C to
+    the next (0: N * 4; a window of C's columns gives the whole row's).
 
     One thread, where C takes 1 MiB or more and its rows spread over L1's sets (`_rows_spread`): 2 x 2
     tiles, A's rows of tiles copied (two A tiles from L1, two B tiles from L2 per four products), k
@@ -87,14 +88,16 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     most 1 KiB and B's block takes all columns (at most 1.1 MiB; int8 1000^3 +17 to +20%, 1024^3 +11
     to +13%, bf16 1024^3 +27% against 1 x 3). Else 1 x 3 (one A tile meets three B tiles):
 
-    NT (int8, `lined`, where B in rows of 1 KiB of k takes more than one block of 1.1 MiB): k in
+    NT (int8, `lined`, C's rows in a few sets of L1, where B in rows of 1 KiB of k takes more
+    than one block of 1.1 MiB): k in
     blocks of at most 1 KiB (A's copied row of tiles 32 KiB) and B's tiles streamed past L1
     (TILELOADDT1), so that B's tiles do not push A's out: the C tiles reloaded half as often.
     Against the short blocks, C on a line, 7 rounds taking turns with MKL, 1 / 2 threads: int8
     2048^3 +10% / +8% (two threads: each its own blocks of 1024 columns), 4096^3 +6% / +4%; a C
     driver, arrays on lines: 2048^3 +11 to +13% on one thread (blocks of 1 KiB alone: +4%; B
     streamed with 512-byte blocks: 0 to -1%). Not taken: int8 1024^3 (B one block: +3% / -5%),
-    bf16 (1024^3 -10% / 0%, 2048^3 +7% / -1%, 4096^3 +2% / -2%).
+    bf16 (1024^3 -10% / 0%, 2048^3 +7% / -1%, 4096^3 +2% / -2%), C's rows spread over L1's sets
+    (int8 2000^3 -5 to -6% / +2%, 2048 x 2000 x 2048 -2% on one thread).
 
     KC: rows of k longer than 4 KiB are cut into blocks of 4 KiB (bf16 K = 4096: blocks of 2048,
     so that the block keeps 240 columns rather than 96: 11% faster); the C tiles are then loaded
@@ -132,7 +135,7 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     7 rounds taking turns with MKL, 1 / 2 threads: int8 1000^3 +18% / +2%, 1024^3 +6% / +3%,
     bf16 1000^3 +6% / +4%, 1024^3 +10% / +5%, 512^3 +7% / +7%; where the tiles stay for 32 k
     steps or more (2048^3) it cost 1-7%, at 256^3 (C in L2) up to 17% on two threads."""
-    sz = _tile_blocks(M, N, K, dtype, threads, k_blocks, lined)
+    sz = _tile_blocks(M, N, K, dtype, threads, k_blocks, lined, pitch or N * 4)
     # C's next block of accumulator tiles prefetched into L2 over the k loop, where the tiles are
     # reloaded every 16 k steps or sooner and C does not fit in L2 with the rest (and a block has
     # two whole column steps at least: a loop of them to prefetch in)
@@ -142,16 +145,18 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
 
 
 def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: bool = True,
-                 lined: bool = False) -> dict:
+                 lined: bool = False, pitch: int = 0) -> dict:
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
     if threads == 1:
         cols = -(-N // 32) * 32  # whole 2 x 2 steps
-        if k_blocks and M * N * 4 >= 1 << 20 and (lined or _rows_spread(N * 4)):
+        spread = _rows_spread(pitch)
+        if k_blocks and M * N * 4 >= 1 << 20 and (lined or spread):
             # 2 x 2 tiles, k in equal blocks of at most 640 bytes (a row of tiles of A at most 20 KiB),
             # B in the fewest blocks of at most 1.1 MiB, equal in whole steps; int8 on lines where B
-            # takes several such blocks: k blocks of at most 1 KiB, B's tiles streamed (NT)
-            stream = lined and eb == 1 and cols * min(K, 1024) > (11 << 20) // 10
+            # takes several such blocks and C's rows fall in a few sets: k blocks of at most 1 KiB,
+            # B's tiles streamed (NT)
+            stream = lined and not spread and eb == 1 and cols * min(K, 1024) > (11 << 20) // 10
             blocks = -(-K * eb // (1024 if stream else 640))
             KC = min(K, _part(K, blocks, depth))
             cap = max(32, (11 << 20) // 10 // (KC * eb) // 32 * 32)
@@ -169,7 +174,7 @@ def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: boo
     cap = min(cols, max(step, (1 << 20) // row // step * step))
     even = -(-N // (threads * 16)) * 16  # one block per thread, in whole tiles
     if threads > 1:
-        one = _tile_blocks(M, N, K, dtype, 1, k_blocks, lined)
+        one = _tile_blocks(M, N, K, dtype, 1, k_blocks, lined, pitch)
         rows = -(-M // (16 * one["GR"]))  # rows of tiles
         blocks = -(-N // one["NC"])
         if one["GR"] == 2 and blocks > 1:  # 2 x 2 tiles, B in blocks: each thread its own blocks of columns
@@ -320,7 +325,7 @@ def tile_matmul_plan(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     the accumulator tiles' rows start on cache lines (the block sizes' rule)."""
     target = target or tile_target()
     lo, hi = columns or (0, N)
-    sz = dict(tile_block_sizes(M, hi - lo, K, dtype, threads, lined=lined), **(sizes or {}))
+    sz = dict(tile_block_sizes(M, hi - lo, K, dtype, threads, lined=lined, pitch=N * 4), **(sizes or {}))
     depth = 64 if dtype == "int8" else 32  # one tile row: 64 bytes of k
     nest, (A, B, C) = matmul_nest(M, N, K, dtype, columns=columns)
     s = nest.create_schedule()
@@ -361,7 +366,7 @@ def tile_matmul_layout(M: int, N: int, K: int, dtype: str = "int8", threads: int
         return [("mm", (0, N), tile_block_sizes(M, N, K, dtype, threads, lined=lined), lined)]
     eb = 1 if dtype == "int8" else 2
     edge = dict(GR=1, GC=1, NC=16, KC=K if K * eb <= 4096 else 4096 // eb, **({"split": "i"} if threads > 1 else {}))
-    return [("mm", (p, N), tile_block_sizes(M, N - p, K, dtype, threads, lined=True), True),
+    return [("mm", (p, N), tile_block_sizes(M, N - p, K, dtype, threads, lined=True, pitch=N * 4), True),
             ("mm_edge", (0, p), dict(tile_block_sizes(M, p, K, dtype, threads), **edge), False)]
 
 

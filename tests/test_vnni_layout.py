@@ -404,6 +404,10 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     assert (sz["GR"], sz["KC"], sz.get("NT")) == (2, 512, None)  # B in one block of 1 KiB rows: short k
     (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "bf16", c_offset=0)
     assert (sz["GR"], sz["KC"], sz.get("NT")) == (2, 320, None)  # bf16: short k blocks, B loaded as usual
+    (_, cols, sz, lined), = tile_matmul_layout(2000, 2000, 2000, "int8", c_offset=0)
+    assert lined and (sz["KC"], sz.get("NT")) == (512, None)  # rows 8000 bytes apart: spread, short k
+    (_, cols, sz, _), _ = tile_matmul_layout(2048, 2048, 2048, "int8", c_offset=16)
+    assert cols == (12, 2048) and sz.get("NT") == 1  # judged by C's whole rows (8 KiB), not 2036 columns
     (_, cols, sz, lined), = tile_matmul_layout(2048, 2048, 2048, "int8")
     assert not lined and sz["GR"] == 1
     (_, main, msz, _), (_, edge, esz, _) = tile_matmul_layout(2048, 2048, 2048, "bf16", 2, c_offset=48)
