@@ -350,18 +350,24 @@ def test_a_build_without_a_precompiled_header_still_works(tmp_path, monkeypatch)
 
 
 def test_a_changed_library_header_is_precompiled_anew(tmp_path, monkeypatch):
-    """The prelude only names a target library's header (#include); its text is part of the
-    precompiled header's key, so an edited (or upgraded) header is never served from a stale one."""
+    """A package's prelude only names a target library's header (#include); an edited (or
+    upgraded) header is compiled in, never served from a precompiled prelude made with the old one."""
+    import ctypes
+
+    from accpy import paths
     from accpy.package import compile as compiling
+    from accpy.package.sources import PRELUDE_END
+    from accpy.targets.library import NativeUnit
 
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
-    inc = tmp_path / "inc"
-    inc.mkdir()
-    flags = ["-O0", f"-I{inc}"]
-    (inc / "lib_h.h").write_text("#define LIB_VALUE 1\n")
-    one = compiling.prelude_pch(flags, '#include "lib_h.h"\n', headers=("#define LIB_VALUE 1\n",))
-    (inc / "lib_h.h").write_text("#define LIB_VALUE 2\n")
-    two = compiling.prelude_pch(flags, '#include "lib_h.h"\n', headers=("#define LIB_VALUE 2\n",))
-    assert one is not None and two is not None and one != two
-    again = compiling.prelude_pch(flags, '#include "lib_h.h"\n', headers=("#define LIB_VALUE 2\n",))
-    assert again == two  # the same text and headers: the cached one
+    native = tmp_path / "native"
+    (native / "lib").mkdir(parents=True)
+    monkeypatch.setattr(paths, "native_file", lambda name: native / name)
+    unit = NativeUnit(None, ("lib/lib_h.h",), include="lib")
+    source = f'#include "lib_h.h"\n{PRELUDE_END}\nint value(void) {{ return LIB_VALUE; }}\n'
+    got = []
+    for v in (1, 2):
+        (native / "lib" / "lib_h.h").write_text(f"#define LIB_VALUE {v}\n")
+        lib = compiling.compile_c(source, [], "k.c", native_units=(unit,))
+        got.append(ctypes.CDLL(str(lib.shared)).value())
+    assert got == [1, 2]
