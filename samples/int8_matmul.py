@@ -144,8 +144,8 @@ def tile_block_sizes(M: int, N: int, K: int, dtype: str = "int8", threads: int =
     return dict(sz, PF=1) if often and M * N * 4 >= 1 << 20 else sz
 
 
-def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: bool = True,
-                 lined: bool = False, pitch: int = 0) -> dict:
+def _tile_blocks(M: int, N: int, K: int, dtype: str, threads: int, k_blocks: bool, lined: bool,
+                 pitch: int) -> dict:
     eb = 1 if dtype == "int8" else 2
     depth = 64 // eb
     if threads == 1:
@@ -367,7 +367,7 @@ def tile_matmul_layout(M: int, N: int, K: int, dtype: str = "int8", threads: int
     eb = 1 if dtype == "int8" else 2
     edge = dict(GR=1, GC=1, NC=16, KC=K if K * eb <= 4096 else 4096 // eb, **({"split": "i"} if threads > 1 else {}))
     return [("mm", (p, N), tile_block_sizes(M, N - p, K, dtype, threads, lined=True, pitch=N * 4), True),
-            ("mm_edge", (0, p), dict(tile_block_sizes(M, p, K, dtype, threads), **edge), False)]
+            ("mm_edge", (0, p), dict(tile_block_sizes(M, p, K, dtype, threads, pitch=N * 4), **edge), False)]
 
 
 def build_tile_matmul(M: int, N: int, K: int, dtype: str = "int8", threads: int = 1, c_offset=None,
