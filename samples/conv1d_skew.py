@@ -24,13 +24,12 @@ import re
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-import numpy as np
+from sample_support import OUTPUT_HELP, output_dir  # first: numpy's BLAS on one thread
 
-import accpy as acc
+import numpy as np  # noqa: E402
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "_build" / "conv1d_skew"
+import accpy as acc  # noqa: E402
 
 
 def define(n: int, taps: int):
@@ -79,7 +78,7 @@ def show_lowered(schedule) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--output-dir", default=str(DEFAULT_OUTPUT))
+    ap.add_argument("--output-dir", help=OUTPUT_HELP)
     ap.add_argument("--n", type=int, default=1000, help="input length N")
     ap.add_argument("--taps", type=int, default=9, help="filter length K")
     ap.add_argument("--split", type=int, default=8, help="split size S of the skewed index")
@@ -114,9 +113,10 @@ def main(argv=None) -> int:
     package.add(nest.create_schedule(), args=args, base_name="conv_default")
     package.add(skewed, args=args, base_name="conv_skew")
     package.add(blocked, args=args, base_name="conv_skew_blocked")
-    lib = package.build("conv1d_skew", output_dir=opts.output_dir, python_module=False)
+    out = output_dir("conv1d_skew", opts.output_dir)
+    lib = package.build("conv1d_skew", output_dir=out, python_module=False)
     print(f"built {lib.name} (3 functions) in {lib.timings['total']:.2f} s "
-          f"(gcc {lib.timings['gcc']:.2f} s) in {opts.output_dir}")
+          f"(gcc {lib.timings['gcc']:.2f} s) in {out}")
 
     rng = np.random.default_rng(opts.seed)
     a = rng.standard_normal(n, dtype=np.float32)

@@ -31,13 +31,14 @@ on all threads in a single parallel loop per call (with packing: one per channel
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-import numpy as np
+from sample_support import OUTPUT_HELP, median_seconds, output_dir  # first: numpy's BLAS on one thread
 
-import accpy as acc
+import numpy as np  # noqa: E402
+
+import accpy as acc  # noqa: E402
 
 KH = KW = 3
 
@@ -133,8 +134,7 @@ def main(argv=None):
     ap.add_argument("--size", nargs=4, type=int, metavar=("H", "W", "C", "K"), default=[56, 56, 64, 64],
                     help="output height, output width, input channels, output channels (default 56 56 64 64)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--output-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build",
-                                                         "conv2d"))
+    ap.add_argument("--output-dir", help=OUTPUT_HELP)
     args = ap.parse_args(argv)
     H, W, C, K = args.size
     plan, fargs = conv2d_plan(H, W, C, K, args.threads)
@@ -145,7 +145,7 @@ def main(argv=None):
     pkg = acc.Package()
     pkg.add(plan, args=fargs, base_name="conv3x3")
     t0 = time.perf_counter()
-    lib = pkg.build("conv2d", output_dir=args.output_dir, python_module=False)
+    lib = pkg.build("conv2d", output_dir=output_dir("conv2d", args.output_dir), python_module=False)
     print(f"built {lib.files['shared']} in {time.perf_counter() - t0:.2f} s")
     rng = np.random.default_rng(0)
     inp = rng.standard_normal((H + 2, W + 2, C), dtype=np.float32)
@@ -158,12 +158,7 @@ def main(argv=None):
     if not err < 1e-3:
         print("MISMATCH")
         return 1
-    times = []
-    for _ in range(21):
-        t = time.perf_counter()
-        lib.conv3x3(inp, wt, out)
-        times.append(time.perf_counter() - t)
-    gf = 2 * H * W * C * K * 9 / np.median(times) / 1e9
+    gf = 2 * H * W * C * K * 9 / median_seconds(lambda: lib.conv3x3(inp, wt, out), 21) / 1e9
     print(f"conv3x3 {H}x{W}, {C}->{K} channels, {args.threads} thread(s): {gf:.1f} GFLOP/s (median of 21)")
     print("OK")
     return 0

@@ -22,14 +22,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+from sample_support import OUTPUT_HELP, output_dir  # first: numpy's BLAS on one thread
 
-import accpy as acc
+import numpy as np  # noqa: E402
+
+import accpy as acc  # noqa: E402
 
 M, N, K = 256, 320, 192          # C[M, N] += A[M, K] @ B[K, N]
 TILE = {"i": 16, "j": 48, "k": 64}  # 320 = 6 * 48 + 32: the last j tile is partial
 PACKAGE = "hello_matmul"
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "_build" / PACKAGE
 
 
 def define_schedule():
@@ -80,7 +81,7 @@ def _check(name, c, expected) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--output-dir", default=str(DEFAULT_OUTPUT), help=f"where the package goes (default {_rel(DEFAULT_OUTPUT)})")
+    ap.add_argument("--output-dir", help=OUTPUT_HELP)
     ap.add_argument("--seed", type=int, default=0)
     opts = ap.parse_args(argv)
 
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     print(f"\nschedule {schedule!r}:")
     print("\n".join("    " + line for line in str(schedule).splitlines()))
 
-    lib = build(schedule, args, opts.output_dir)
+    lib = build(schedule, args, output_dir(PACKAGE, opts.output_dir))
     t = lib.timings
     fn = lib.matmul
     print(f"\nbuilt {lib.name} in {t['total']:.3f} s (gcc {t['gcc']:.3f} s, "

@@ -28,9 +28,10 @@ import os
 import sys
 import time
 
-# numpy only checks results here: its BLAS on one thread, so that no idle BLAS thread spins next to
-# the kernels being timed (measured on 2 cores: 2-thread kernels 1.3-23x slower right after a numpy matmul)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# first: numpy only checks results here, its BLAS on one thread (no idle BLAS thread next to the kernel)
+from sample_support import OUTPUT_HELP, median_seconds, output_dir  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 import accpy as acc  # noqa: E402
@@ -124,15 +125,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sizes", nargs="*", type=int, help="M N K (default 1024 1024 1024)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--output-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build",
-                                                         "optimized_matmul"))
+    ap.add_argument("--output-dir", help=OUTPUT_HELP)
     args = ap.parse_args(argv)
     M, N, K = (args.sizes + [1024, 1024, 1024])[:3] if len(args.sizes) < 3 else args.sizes[:3]
     plan, fargs = matmul_plan(M, N, K, args.threads)
     pkg = acc.Package()
     pkg.add(plan, args=fargs, base_name="sgemm")
     t0 = time.perf_counter()
-    lib = pkg.build("optimized_matmul", output_dir=args.output_dir, python_module=False)
+    lib = pkg.build("optimized_matmul", output_dir=output_dir("optimized_matmul", args.output_dir),
+                    python_module=False)
     print(f"built {lib.files['shared']} in {time.perf_counter() - t0:.2f} s")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((M, K), dtype=np.float32)
@@ -145,12 +146,7 @@ def main(argv=None):
     if not err < 1e-4:
         print("MISMATCH")
         return 1
-    times = []
-    for _ in range(7):
-        t = time.perf_counter()
-        lib.sgemm(a, b, c)
-        times.append(time.perf_counter() - t)
-    gf = 2 * M * N * K / np.median(times) / 1e9
+    gf = 2 * M * N * K / median_seconds(lambda: lib.sgemm(a, b, c), 7) / 1e9
     print(f"sgemm {M}x{N}x{K}, {args.threads} thread(s): {gf:.1f} GFLOP/s (median of 7)")
     return 0
 

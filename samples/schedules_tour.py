@@ -21,14 +21,14 @@ import math
 import sys
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
-import numpy as np
+from sample_support import OUTPUT_HELP, output_dir  # first: numpy's BLAS on one thread
 
-import accpy as acc
+import numpy as np  # noqa: E402
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "_build" / "schedules_tour"
+import accpy as acc  # noqa: E402
+
 I32 = acc.ScalarType.int32
 
 
@@ -119,7 +119,7 @@ def indent(text: str, by: str = "    ") -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--output-dir", default=str(DEFAULT_OUTPUT))
+    ap.add_argument("--output-dir", help=OUTPUT_HELP)
     ap.add_argument("--quiet", action="store_true", help="print only the verdicts")
     ap.add_argument("--seed", type=int, default=0)
     opts = ap.parse_args(argv)
@@ -152,11 +152,12 @@ def main(argv=None) -> int:
         package.add(schedule, args=args, base_name=ex.base_name)
 
     # one package, one gcc run; the pybind11 module is not needed here
-    lib = package.build("schedules_tour", output_dir=opts.output_dir, python_module=False)
+    out = output_dir("schedules_tour", opts.output_dir)
+    lib = package.build("schedules_tour", output_dir=out, python_module=False)
     t = lib.timings
     print(f"\nbuilt {len(EXAMPLES)} functions into one package in {t['total']:.2f} s "
           f"(one gcc run: {t['gcc']:.2f} s, build cache {'hit' if t['cache_hit'] else 'miss'}) "
-          f"in {opts.output_dir}")
+          f"in {out}")
 
     rng = np.random.default_rng(opts.seed)
     failed = 0

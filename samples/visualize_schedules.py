@@ -13,7 +13,9 @@ import argparse
 import os
 import sys
 
-import accpy as acc
+from sample_support import OUTPUT_HELP, output_dir
+
+import accpy as acc  # noqa: E402
 
 
 def one_d(n=12):
@@ -84,16 +86,14 @@ def examples() -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--output-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build",
-                                                         "visualize"))
+    ap.add_argument("--output-dir", help=OUTPUT_HELP)
     ap.add_argument("--text", action="store_true", help="print grids of order numbers (no matplotlib)")
     a = ap.parse_args(argv)
-    os.makedirs(a.output_dir, exist_ok=True)
     for stem, x in examples():
         if a.text:
             print(f"{stem}:\n{x.visualize(format='text')}\n")
             continue
-        path = os.path.join(a.output_dir, stem + ".png")
+        path = os.path.join(output_dir("visualize_schedules", a.output_dir), stem + ".png")
         x.visualize(path)
         print(f"wrote {path}")
     return 0

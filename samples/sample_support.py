@@ -1,0 +1,121 @@
+"""What the samples share: numpy's BLAS on one thread, where their files go, and honest timing lines.
+
+Import it before numpy (`import sample_support` first, then numpy): on import it sets
+OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and OMP_NUM_THREADS to 1 unless the environment already
+sets them. numpy only checks results in the samples; an idle BLAS thread left spinning by a
+numpy matmul competes with the kernels being timed (measured on 2 cores: a 2-thread kernel
+1.3-23x slower right after a numpy matmul). OMP_NUM_THREADS does not change accpy's own
+threads: every parallel region accpy emits names its thread count (`num_threads(...)`).
+If numpy was imported before this module, the variables come too late for its BLAS, so the
+thread count of an already loaded OpenBLAS is set directly.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+#: what a sample prints instead of a speed when its kernel runs on a functional model
+NOT_TIMED = "functional model, not timed"
+
+#: the help text of every sample's --output-dir
+OUTPUT_HELP = "where the files go (default: a folder under the system's temporary directory)"
+
+
+def _loaded_openblas_threads(n: int) -> bool:
+    """Set the thread count of an OpenBLAS already loaded in this process; False if none is."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
+    except OSError:
+        return False
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                     "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn(ctypes.c_int(n))
+                return True
+    return False
+
+
+def one_blas_thread() -> None:
+    """numpy's BLAS on one thread (see the module's text); the environment's own settings win."""
+    preset = os.environ.get("OPENBLAS_NUM_THREADS")
+    for var in BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(var, "1")
+    if "numpy" in sys.modules and preset is None:
+        _loaded_openblas_threads(1)
+
+
+one_blas_thread()
+
+
+def output_dir(sample: str, given=None) -> Path:
+    """Where a sample writes its files: `given` (its --output-dir), else a folder of the system's
+    temporary directory (never the repository). The folder is created."""
+    if given:
+        path = Path(given)
+    else:
+        user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+        path = Path(tempfile.gettempdir()) / f"accpy_samples_{user}" / sample
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def functional_model(target) -> str:
+    """What model runs `target`'s tensor code ("" when it is the hardware itself): Gemmini always
+    runs on accpy's functional model; the x86 tile unit does where the target asks for it (a CPU
+    without AMX: `acc.Target.HOST(extra=(("x86tile", "emulate"),))`)."""
+    if getattr(target, "family", "") == "Gemmini":
+        return "Gemmini's functional model"
+    if target.get("x86tile") == "emulate":
+        return "the x86 tile unit's functional model"
+    return ""
+
+
+def median_seconds(fn, repeat: int = 7) -> float:
+    """The median of `repeat` timed calls of `fn`, after one untimed call (page faults, caches)."""
+    if repeat < 1:
+        raise ValueError(f"repeat: expected a positive number of calls, got {repeat}")
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def interleaved_medians(contenders: dict, repeat: int = 7) -> dict:
+    """{name: median seconds} of each callable of `contenders`, the calls taking turns, so that
+    drift in the machine's speed (other tenants, clocks) hits them alike."""
+    if repeat < 1:
+        raise ValueError(f"repeat: expected a positive number of calls, got {repeat}")
+    times = {name: [] for name in contenders}
+    for fn in contenders.values():
+        fn()
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: sorted(v)[len(v) // 2] for name, v in times.items()}
+
+
+def ratio_sentence(ours: str, seconds: float, theirs: str, their_seconds: float) -> str:
+    """'<ours> is 1.85x faster than <theirs>' or '<ours> is slower than <theirs>: 0.48x its speed'."""
+    r = their_seconds / seconds
+    if r >= 1:
+        return f"{ours} is {r:.2f}x faster than {theirs}"
+    return f"{ours} is slower than {theirs}: {r:.2f}x its speed"
