@@ -5,7 +5,7 @@
 """
 from .errors import CompileError, KernelError, LogicError, ScheduleError
 from .ir.types import ScalarType
-from .nest.array import Array, Dimension, Role, Scalar, create_dimensions
+from .nest.array import AllocateFlags, Array, Dimension, Role, Scalar, create_dimensions
 from .nest.bf16 import bfloat16_bits, bfloat16_values
 from .nest.nest import Nest
 from .nest.parameters import Parameter, create_parameter_grid, create_parameters

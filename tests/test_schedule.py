@@ -115,7 +115,7 @@ def test_split_after_reorder_inserts_after_the_current_position(mm):
     assert s.get_shape() == [5, 3, 3, 12]
 
 
-@pytest.mark.parametrize("size", [0, -1, -12, 2.0, 1.5, "3", None, True, False, (3,)])
+@pytest.mark.parametrize("size", [0, -1, -12, 0.0, 1.5, "3", None, True, False, (3,)])
 def test_split_sizes_must_be_integers_at_least_one(mm, size):
     nest, _, (i, j, k) = mm
     s = nest.create_schedule()

@@ -505,7 +505,8 @@ def _hoist_thread_buffers(f: For, on_stack) -> tuple:
 def param_decl(arg, names: Names, restrict: bool = True) -> str:
     if isinstance(arg, Buffer):
         q = " ACCPY_RESTRICT" if restrict else ""
-        const = "const " if arg.role == BufferRole.INPUT and restrict else ""
+        # (a CONST array among the arguments is read from the caller's array: an input)
+        const = "const " if arg.role in (BufferRole.INPUT, BufferRole.CONST) and restrict else ""
         return f"{const}{c_type(arg.dtype)}*{q} {names.get(arg, arg.name)}"
     return f"{c_type(arg.dtype)} {names.get(arg, arg.name)}"
 
@@ -535,7 +536,7 @@ def emit_function(fn: Function, linkage: str = "") -> str:
     names = Names()
     em = CEmitter(names, const_prefix=fn.name + "_")
     params = function_params(fn, names)
-    body_consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST]
+    body_consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST and b not in fn.args]
     pre = []
     for b in body_consts:
         if b.data is None:

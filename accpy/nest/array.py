@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import LogicError
 from ..ir.expr import Buffer, Cast, Const, Expr, Var, idx_op
+from ..ir.kinds import HostMemory
 from ..ir.names import check_name
 from ..ir.types import ScalarType
 from .logic import Access, Value, lift, record_assignment, scalar_type  # noqa: F401  (scalar_type: re-exported)
@@ -148,23 +149,58 @@ def size_expr(s, what: str) -> Expr:
     if isinstance(s, OutputDimension):
         raise NotImplementedError(f"{what}: the OUTPUT dimension {s.name} cannot size an array (arrays the "
                                   f"function allocates are not supported); size it with an INPUT dimension")
-    if isinstance(s, float) and s == float("inf"):
-        raise NotImplementedError(f"{what}: unbounded (acc.inf) sizes are not supported; give the size, "
-                                  f"an acc.Dimension or a parameter")
+    if _is_inf(s):
+        raise ValueError(f"{what}: the size is acc.inf (unbounded) and not known yet: it is taken from the "
+                         f"nest index that subscripts that dimension in iteration logic")
     raise TypeError(f"{what}: expected an int >= 1 or an acc.Dimension, got {type(s).__name__} {s!r}")
 
 
-class Shape(tuple):
-    """An array's shape: a tuple that also equals a list of the same sizes (`A.shape == [2, 3]`)."""
+class Shape(list):
+    """An array's shape: a list, as Accera's `Array.shape` (`A.shape + [M, N]`, `M, N = A.shape`),
+    that also equals a tuple of the same sizes (`A.shape == (2, 3)`) and hashes like one. It is a
+    copy: changing it does not change the array."""
 
     def __eq__(self, other):
-        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+        return list.__eq__(self, list(other) if isinstance(other, tuple) else other)
 
     def __ne__(self, other):
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
-    __hash__ = tuple.__hash__
+    def __hash__(self):  # type: ignore[override]
+        return hash(tuple(self))
+
+    def __add__(self, other):
+        if isinstance(other, (list, tuple)):
+            return Shape(list(self) + list(other))
+        return NotImplemented
+
+    def __radd__(self, other):
+        # `(1,) + A.shape` gives a tuple (as when shapes were tuples); `[1] + A.shape` a list
+        if isinstance(other, tuple):
+            return other + tuple(self)
+        if isinstance(other, list):
+            return Shape(list(other) + list(self))
+        return NotImplemented
+
+
+class AllocateFlags(enum.Flag):
+    """Accera's allocation flags for `Array(..., flags=)`. For TEMP arrays accpy honours HEAP
+    (allocated on the heap whatever its size) and STACK (a local array, as accpy already places
+    fixed-size temporaries of at most 64 KiB; larger ones stay on the heap, where they cannot
+    overflow the stack). GLOBAL and THREAD_LOCAL are accepted as hints: a TEMP array lives for one
+    call and is shared by the threads of a parallel loop (the race check refuses a parallel loop
+    whose iterations write the same element). On other roles the flags are hints."""
+
+    NONE = 0
+    GLOBAL = 1
+    STACK = 2
+    HEAP = 4
+    THREAD_LOCAL = 8
+
+
+def _is_inf(s) -> bool:
+    return isinstance(s, float) and s == float("inf")
 
 
 class _Layout(enum.Enum):
@@ -183,7 +219,7 @@ class Array:
     Layout = _Layout
 
     def __init__(self, role: Role = None, name: str = "", data=None, element_type=None,
-                 layout=_Layout.FIRST_MAJOR, offset: int = 0, shape=None):
+                 layout=_Layout.FIRST_MAJOR, offset: int = 0, shape=None, flags=AllocateFlags.NONE):
         if not isinstance(role, Role):
             raise TypeError(f"role: expected an acc.Role (INPUT, INPUT_OUTPUT, OUTPUT, CONST, TEMP), got {role!r}")
         if name:
@@ -213,9 +249,18 @@ class Array:
         if isinstance(shape, (int, Dimension, Parameter)):
             shape = (shape,)
         self._shape = tuple(shape)
-        for k, s in enumerate(self._shape):
-            if isinstance(s, float) and s == float("inf"):
-                size_expr(s, f"shape[{k}]")  # explains that unbounded sizes are not supported
+        if any(_is_inf(s) for s in self._shape[:-1]):
+            raise ValueError(f"shape: only the last dimension can be acc.inf (unbounded), got {list(self._shape)}")
+        # the last size acc.inf: taken from the nest index that subscripts it (Accera infers it the same way)
+        self._unbounded = bool(self._shape) and _is_inf(self._shape[-1])
+        if self._unbounded and role is Role.TEMP:
+            raise ValueError("shape: a TEMP array needs its sizes (acc.inf is for arrays given as arguments)")
+        if not isinstance(flags, AllocateFlags):
+            raise TypeError(f"flags: expected an acc.AllocateFlags (NONE, GLOBAL, STACK, HEAP, THREAD_LOCAL), "
+                            f"got {flags!r}")
+        if flags & AllocateFlags.STACK and flags & AllocateFlags.HEAP:
+            raise ValueError("flags: an array is allocated either on the STACK or on the HEAP, not both")
+        self.flags = flags
         self.element_type = scalar_type(element_type, "element_type") if element_type is not None else ScalarType.float32
         if data is not None:
             data = data.astype(self.element_type.dtype)
@@ -251,7 +296,11 @@ class Array:
 
     @property
     def layout(self):
-        """The layout as given: Array.Layout.FIRST_MAJOR / LAST_MAJOR / DEFERRED, or a tuple of strides."""
+        """The layout as given: Array.Layout.FIRST_MAJOR / LAST_MAJOR / DEFERRED, or a tuple of strides;
+        once `deferred_layout(cache)` fixed a DEFERRED layout, the cache's layout (as in Accera)."""
+        cache = getattr(self, "_deferred_cache", None)
+        if cache is not None:
+            return cache.layout if cache.layout is not None else _Layout.FIRST_MAJOR
         return self.requested_layout
 
     @property
@@ -285,14 +334,21 @@ class Array:
 
         if not has_parameter(self._shape):
             if self._buffer is None:
-                self._buffer = Buffer(self.name, self.element_type, self.shape_exprs(), self.stride_exprs(),
-                                      role=self.role.value, data=self.data)
+                self._buffer = self._new_buffer()
             return self._buffer
         key = tuple(s.name if isinstance(s, Dimension) else s for s in resolve(self._shape))
         if key not in self._buffers:
-            self._buffers[key] = Buffer(self.name, self.element_type, self.shape_exprs(), self.stride_exprs(),
-                                        role=self.role.value, data=self.data)
+            self._buffers[key] = self._new_buffer()
         return self._buffers[key]
+
+    def _new_buffer(self) -> Buffer:
+        memory = HostMemory.GLOBAL
+        if self.role is Role.TEMP and self.flags & AllocateFlags.HEAP:
+            memory = HostMemory.HEAP
+        elif self.role is Role.TEMP and self.flags & AllocateFlags.STACK:
+            memory = HostMemory.LOCAL
+        return Buffer(self.name, self.element_type, self.shape_exprs(), self.stride_exprs(),
+                      role=self.role.value, memory=memory, data=self.data)
 
     def resolved_shape(self) -> tuple:
         """The shape with parameters replaced by their current values."""
@@ -322,7 +378,25 @@ class Array:
             if not v.element_type.is_int:
                 raise LogicError(f"index of {self.name} must be an integer expression, got {v.element_type.name}")
             out.append(v)
+        if getattr(self, "_unbounded", False):
+            self._resolve_unbounded(out[-1])
         return tuple(out)
+
+    def _resolve_unbounded(self, last) -> None:
+        """The acc.inf last size: the extent of the nest index subscripting that dimension."""
+        from .logic import LogicCapture
+
+        cap = LogicCapture.current()
+        nest = cap.nest if cap is not None else None
+        pos = None
+        if nest is not None and isinstance(last.expr, Var):
+            pos = next((k for k, v in enumerate(nest.index_vars) if v is last.expr), None)
+        if pos is None:
+            raise LogicError(f"the last dimension of {self.name} is acc.inf (unbounded): its size is taken "
+                             f"from the nest index that subscripts it, so index it there with one of the "
+                             f"nest's indices alone")
+        self._shape = self._shape[:-1] + (nest.get_shape()[pos],)
+        self._unbounded = False
 
     def __getitem__(self, key) -> Access:
         return Access(self, self.normalize_indices(key))
@@ -352,8 +426,9 @@ class Array:
         if cache.source is not self:
             raise ValueError(f"cache: that cache is of {getattr(cache.source, 'name', cache.source)}, "
                              f"not of {self.name}")
-        if getattr(self, "_deferred_cache", None) is not None and self._deferred_cache is not cache:
-            raise ValueError(f"deferred_layout: the layout of {self.name} is already set by another cache")
+        if getattr(self, "_deferred_cache", None) is not None:
+            raise ValueError(f"deferred_layout: the layout of {self.name} is already set (by "
+                             f"{'this' if self._deferred_cache is cache else 'another'} cache)")
         if cache.trigger_index is not None or cache.trigger_level is not None:
             raise ValueError("deferred_layout: the cache has a trigger (a multicache); give a cache without one")
         self._deferred_cache = cache
@@ -377,174 +452,14 @@ class Array:
         """
         return ArrayView(self, "slice", dims=dims, offsets=offsets)
 
+    def _split_dimension(self, dim: int, size) -> "ArrayView":
+        """A view with dimension `dim` split in two: (ceil(extent / size), size), first-major, so
+        `view[..., a, b, ...]` is `self[..., a * size + b, ...]` (Accera's `_split_dimension`).
+        `size`: an int >= 1 (or a constant logic value, `acc.cast(16, acc.ScalarType.index)`)."""
+        return ArrayView(self, "split", split=(dim, size))
+
     def __repr__(self) -> str:
         return f"Array({self.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
-
-
-def _view_int(x, what: str, minimum: int):
-    if isinstance(x, (bool, np.bool_)):
-        raise TypeError(f"{what}: expected an integer, got {x!r}")
-    if isinstance(x, (int, np.integer)):
-        if x < minimum:
-            raise ValueError(f"{what}: expected an integer >= {minimum}, got {x}")
-        return int(x)
-    return None
-
-
-class ArrayView:
-    """A window of an Array (`Array.sub_array`, `Array.slice`): the same storage, indexed anew.
-
-    A view is used in iteration logic like an array; each access becomes an access to the
-    root array (so analyses, caches and generated code see only that array), and the view's
-    own bounds are proved like any array's. Pass the root array as a function argument and
-    to `plan.cache`, not the view.
-    """
-
-    def __init__(self, parent, kind: str, offsets, shape=None, strides=(), dims=None):
-        from .parameters import Parameter
-
-        self.parent = parent
-        self.kind = kind
-        what = f"{kind} of {parent.name}"
-        prank = parent.rank
-        offsets = tuple(offsets) if isinstance(offsets, (list, tuple)) else (offsets,)
-        if kind == "sub_array":
-            shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
-            if len(offsets) != prank or len(shape) != prank:
-                raise ValueError(f"{what}: expected {prank} offsets and {prank} sizes (the rank of "
-                                 f"{parent.name}), got {len(offsets)} and {len(shape)}")
-            strides = tuple(strides) if strides else (1,) * prank
-            if len(strides) != prank:
-                raise ValueError(f"{what}: strides: expected {prank} strides, got {len(strides)}")
-            for k, st in enumerate(strides):
-                if _view_int(st, f"{what}: strides[{k}]", 1) is None:
-                    raise TypeError(f"{what}: strides[{k}]: expected an integer >= 1, got {st!r}")
-            for k, sz in enumerate(shape):
-                if _view_int(sz, f"{what}: shape[{k}]", 1) is None and not isinstance(sz, (Dimension, Parameter)):
-                    raise TypeError(f"{what}: shape[{k}]: expected an int >= 1, an acc.Dimension or a "
-                                    f"parameter, got {sz!r}")
-            self._kept = tuple(range(prank))
-            self._fixed = {}
-            self._offsets, self._strides, self._shape = offsets, strides, shape
-        elif kind == "slice":
-            dims = tuple(dims) if isinstance(dims, (list, tuple)) else (dims,)
-            if len(dims) != len(offsets):
-                raise ValueError(f"{what}: expected one offset per sliced dimension, got {len(dims)} "
-                                 f"dimensions and {len(offsets)} offsets")
-            for d in dims:
-                if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or not 0 <= d < prank:
-                    raise ValueError(f"{what}: dims: expected dimensions of {parent.name} (0..{prank - 1}), got {d!r}")
-            if len(set(dims)) != len(dims):
-                raise ValueError(f"{what}: dims: a dimension is given twice: {list(dims)}")
-            if len(dims) >= prank:
-                raise ValueError(f"{what}: slicing all {prank} dimensions leaves no array; index {parent.name} instead")
-            self._fixed = dict(zip((int(d) for d in dims), offsets))
-            self._kept = tuple(d for d in range(prank) if d not in self._fixed)
-            pshape = parent.shape
-            self._offsets = tuple(self._fixed.get(d, 0) for d in range(prank))
-            self._strides = (1,) * prank
-            self._shape = tuple(pshape[d] for d in self._kept)
-        else:  # pragma: no cover - internal
-            raise ValueError(kind)
-        for k, off in enumerate(self._offsets):
-            if _view_int(off, f"{what}: offsets[{k}]", 0) is None and not isinstance(off, (Dimension, Value)):
-                raise TypeError(f"{what}: offsets[{k}]: expected an int >= 0, an acc.Dimension or an index "
-                                f"expression, got {off!r}")
-        self._check_fits(what)
-        self.name = f"{parent.name}_{kind}"
-        self.role = parent.role
-        self.element_type = parent.element_type
-
-    def _check_fits(self, what: str) -> None:
-        """A window of known numbers must lie inside the parent (runtime sizes are proved at use)."""
-        pshape = self.parent.shape
-        view_shape = dict(zip(self._kept, self._shape)) if self.kind == "slice" else dict(enumerate(self._shape))
-        for d in range(self.parent.rank):
-            off, psz = self._offsets[d], pshape[d]
-            if not isinstance(off, int) or not isinstance(psz, (int, np.integer)):
-                continue
-            if d in self._fixed:
-                last = off
-            else:
-                sz = view_shape[d]
-                if not isinstance(sz, int):
-                    continue
-                last = off + (sz - 1) * self._strides[d]
-            if last >= psz:
-                raise ValueError(f"{what}: dimension {d} reaches element {last}, but {self.parent.name} has "
-                                 f"{psz} there (offset {off}" + (f", size {view_shape[d]}, stride "
-                                                                 f"{self._strides[d]})" if d not in self._fixed else ")"))
-
-    # -- the Array interface used by logic ------------------------------------------------
-    @property
-    def shape(self) -> "Shape":
-        """The view's sizes."""
-        return Shape(self._shape)
-
-    @property
-    def rank(self) -> int:
-        """The view's number of dimensions."""
-        return len(self._shape)
-
-    @property
-    def root(self) -> "Array":
-        """The array whose storage this view (or a view of a view) shares."""
-        return self.parent.root if isinstance(self.parent, ArrayView) else self.parent
-
-    def shape_exprs(self) -> tuple:
-        """The view's sizes as IR index expressions."""
-        return tuple(size_expr(s, f"shape of {self.name}") for s in self._shape)
-
-    def normalize_indices(self, key) -> tuple:
-        """A subscript of the view, checked like an array's (rank, integer type)."""
-        return Array.normalize_indices(self, key)
-
-    def parent_indices(self, indices: tuple) -> tuple:
-        """Logic Values indexing the parent for the view's `indices`."""
-        out = []
-        kept = iter(indices)
-        for d in range(self.parent.rank):
-            off = self._offsets[d]
-            off_v = lift(off)
-            if d in self._fixed:
-                out.append(off_v)
-            else:
-                ix = next(kept)
-                st = self._strides[d]
-                term = ix if st == 1 else ix * st
-                out.append(term if isinstance(off, int) and off == 0 else off_v + term)
-        return tuple(out)
-
-    def _to_root(self, indices: tuple):
-        """(root array, its indices) for view `indices`; records the view's bounds obligation."""
-        from .logic import LogicCapture
-
-        cap = LogicCapture.current()
-        if cap is not None:
-            cap.note_view_access(self, indices)
-        parent_ix = self.parent_indices(indices)
-        if isinstance(self.parent, ArrayView):
-            return self.parent._to_root(parent_ix)
-        return self.parent, parent_ix
-
-    def __getitem__(self, key) -> Access:
-        array, ix = self._to_root(self.normalize_indices(key))
-        return Access(array, ix)
-
-    def __setitem__(self, key, value) -> None:
-        array, ix = self._to_root(self.normalize_indices(key))
-        record_assignment(array, tuple(ix), value)
-
-    def sub_array(self, offsets, shape, strides=()) -> "ArrayView":
-        """A window of this view (see Array.sub_array)."""
-        return ArrayView(self, "sub_array", offsets=offsets, shape=shape, strides=strides)
-
-    def slice(self, dims, offsets) -> "ArrayView":
-        """This view with dimensions `dims` fixed at `offsets` (see Array.slice)."""
-        return ArrayView(self, "slice", dims=dims, offsets=offsets)
-
-    def __repr__(self) -> str:
-        return f"ArrayView({self.kind} of {self.parent.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
 
 
 class Scalar(Value):
@@ -593,3 +508,6 @@ class Scalar(Value):
 
     def __repr__(self) -> str:
         return f"Scalar({self.name}: {self.element_type.name})"
+
+
+from .views import ArrayView  # noqa: E402  (views build on Array)

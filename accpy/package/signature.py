@@ -90,13 +90,14 @@ def describe_arguments(args) -> list:
         if isinstance(a, Array):
             if a.role is Role.TEMP:
                 raise ValueError(f"args[{k}]: {a.name} is a TEMP array; TEMP arrays are internal and cannot be arguments")
-            if a.role is Role.CONST:
-                raise ValueError(f"args[{k}]: {a.name} is a CONST array; its data is built into the function")
             shape = []
             for s in a.resolved_shape():
                 shape.append(name_of.get(id(s), s.name) if isinstance(s, Dimension) else int(s))
             layout, strides = _layout_of(a)
-            info = ArgInfo(names[k], KIND_ARRAY, a.element_type, tuple(shape), layout, strides, a.role.value, a.buffer)
+            # a CONST array given as an argument is an input: the function reads the caller's
+            # array, not the data given at definition (as Accera does)
+            role = Role.INPUT.value if a.role is Role.CONST else a.role.value
+            info = ArgInfo(names[k], KIND_ARRAY, a.element_type, tuple(shape), layout, strides, role, a.buffer)
         elif isinstance(a, Dimension):
             info = ArgInfo(names[k], KIND_DIM, ScalarType.index, (), "C", (), "input", a.var)
         elif isinstance(a, OutputDimension):  # an int64_t* the function writes

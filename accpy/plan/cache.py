@@ -8,6 +8,8 @@ when it ends. The lowering is accpy/lower/cache.py.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from typing import Optional
 
 from ..ir.types import ScalarType
@@ -37,7 +39,7 @@ class Cache:
         self.trigger_index = trigger_index
         self.trigger_level = trigger_level
         self.max_elements = max_elements
-        self.layout = layout
+        self.layout = layout  # as given (a tuple of coefficients stays one: Accera's `cache.layout`)
         self.element_type: Optional[ScalarType] = element_type
         self.thrifty = thrifty
         self.location = location
@@ -115,8 +117,12 @@ class Cache:
         for lib in libraries():
             lib.check_cache_location(plan.target, location)
         if layout is not None:
-            if layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, Array.Layout.VNNI):
-                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR or VNNI, got {layout!r}")
+            if isinstance(layout, (tuple, list)):
+                _order_of_coefficients(layout, (source.array if isinstance(source, Cache) else source).rank)
+                layout = tuple(int(c) for c in layout)
+            elif layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, Array.Layout.VNNI):
+                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR, VNNI or a tuple of "
+                                 f"coefficients, got {layout!r}")
             if layout is Array.Layout.VNNI:
                 array = source.array if isinstance(source, Cache) else source
                 if array.rank < 2:
@@ -152,6 +158,14 @@ class Cache:
                    thrifty, location, double_buffer, panel_width, locality)
 
     @property
+    def storage_layout(self):
+        """The layout the cache is stored in: FIRST_MAJOR, LAST_MAJOR, VNNI, or None (the
+        source's); coefficients give the dimension order they describe."""
+        if isinstance(self.layout, tuple):
+            return _order_of_coefficients(self.layout, len(self.layout))
+        return self.layout
+
+    @property
     def array(self):
         """The array this cache (or the cache it copies) finally stands for."""
         s = self.source
@@ -177,6 +191,25 @@ class Cache:
         return f"Cache({src}, {where})"
 
 
+def _order_of_coefficients(coefficients, rank: int):
+    """Array.Layout.FIRST_MAJOR or LAST_MAJOR for a cache layout given as coefficients (element
+    strides, one per dimension): strides falling to 1 at the last dimension are first-major,
+    rising from 1 at the first last-major. The cache is stored compactly in that order (its
+    block's own extents give the strides); other orders raise ValueError (not built)."""
+    from ..nest.array import Array
+
+    c = list(coefficients)
+    if len(c) != rank or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in c):
+        raise ValueError(f"layout: expected {rank} coefficients (integers >= 1, one per dimension of the "
+                         f"source), got {tuple(coefficients)!r}")
+    if c[-1] == 1 and all(a > b for a, b in zip(c, c[1:])):
+        return Array.Layout.FIRST_MAJOR
+    if c[0] == 1 and all(a < b for a, b in zip(c, c[1:])):
+        return Array.Layout.LAST_MAJOR
+    raise ValueError(f"layout: the coefficients {tuple(c)} are in neither first-major order (falling to 1) "
+                     f"nor last-major order (rising from 1); other dimension orders are not built")
+
+
 def _checked_panel_width(width, array, layout, location, max_elements, double_buffer) -> int:
     """`panel_width` checked: columns per panel of a first-major (or VNNI) block in host memory."""
     from ..nest.array import Array
@@ -188,6 +221,8 @@ def _checked_panel_width(width, array, layout, location, max_elements, double_bu
     if array.rank < 2:
         raise ValueError(f"panel_width: panels cut the columns of a 2-D (or higher) block; {array.name} has "
                          f"rank {array.rank}")
+    if isinstance(layout, tuple):
+        layout = _order_of_coefficients(layout, len(layout))
     if layout is not None and layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.VNNI):
         raise ValueError(f"panel_width: panels of columns need a FIRST_MAJOR or VNNI layout, got {layout!r}")
     if location is not None and location is not MemorySpace.NONE:

@@ -44,8 +44,9 @@ def cache_requests(plan) -> tuple:
         out.append(CacheRequest(
             key=k, source=c.source_buffer if outer is None else None, outer=outer, array_name=c.array.name,
             level=level, trigger_level=c.trigger_level, max_elements=c.max_elements,
-            layout_last=None if c.layout in (None, Array.Layout.VNNI) else c.layout is Array.Layout.LAST_MAJOR,
-            vnni=c.layout is Array.Layout.VNNI, panel_width=c.panel_width, locality=c.locality,
+            layout_last=None if c.storage_layout in (None, Array.Layout.VNNI) else
+            c.storage_layout is Array.Layout.LAST_MAJOR,
+            vnni=c.storage_layout is Array.Layout.VNNI, panel_width=c.panel_width, locality=c.locality,
             element_type=c.element_type, thrifty=bool(c.thrifty), memory=_memory(c.location),
             deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved))
     return tuple(out)

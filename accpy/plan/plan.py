@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from ..ir.kinds import LoopKind
-
 from ..errors import ScheduleError
 from ..nest.logic import Index
 from ..nest.recording import Recording
 from ..targets.library import has_vectors, libraries, tensor_library
+from .packing import RuntimePacking
 
 
-class Plan:
+class Plan(RuntimePacking):
     """Annotations of a schedule for a target. Each call is checked and applied at once when
     nothing in it waits for parameter values; it is recorded in any case, and `realize()`
     replays the record on the realized schedule (see accpy/nest/parameters.py)."""

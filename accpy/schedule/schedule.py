@@ -23,6 +23,16 @@ def _is_size(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
+def _split_size(size, what: str = "size"):
+    """A split size as an int (a float with an integral value, `16.0`, is accepted as Accera
+    accepts it); parameters pass through. ValueError naming `what` otherwise."""
+    if isinstance(size, (float, np.floating)) and float(size).is_integer():
+        size = int(size)
+    if not has_parameter(size) and (not _is_size(size) or size < 1):
+        raise ValueError(f"{what}: Split sizes must be integers >= 1, got {size!r}")
+    return size
+
+
 class _Handle:
     """Structure of a schedule without sizes: what `is_valid_loop_order` needs."""
 
@@ -136,8 +146,7 @@ class Schedule:
             index, size, inner = args
             if sp.position(index) is None:
                 raise unknown_index(index, [d.index for d in sp.dims])
-            if not _is_size(size) or size < 1:
-                raise ValueError("Split sizes must be integers >= 1")
+            size = _split_size(size)
             self._check_splittable(index)
             return sp.split(index, int(size), inner)
         if op == "reorder":
@@ -172,8 +181,7 @@ class Schedule:
     def split(self, index, size) -> Index:
         """Split `index` by `size`: the outer keeps the handle; the new inner index follows it."""
         self._known(index)
-        if not has_parameter(size) and (not _is_size(size) or size < 1):
-            raise ValueError("Split sizes must be integers >= 1")
+        size = _split_size(size)
         self._check_splittable(index)
         names = assigned_names()
         inner = Index(self._fresh_name(names[0] if len(names) == 1 else index.name + index.name[-1]))
@@ -189,8 +197,7 @@ class Schedule:
             raise TypeError(f"shape: expected a dict {{index: size}}, got {type(shape).__name__}")
         for ix, sz in shape.items():
             self._known(ix)
-            if not has_parameter(sz) and (not _is_size(sz) or sz < 1):
-                raise ValueError("Split sizes must be integers >= 1")
+            _split_size(sz, f"shape[{getattr(ix, 'name', ix)}]")
         names = assigned_names()
         out = []
         saved = (self._eager, self._commands.copy())
@@ -198,7 +205,7 @@ class Schedule:
             for n, (ix, sz) in enumerate(shape.items()):
                 base = names[n] if len(names) == len(shape) else ix.name + ix.name[-1]
                 inner = Index(self._fresh_name(base))
-                self._do("split", (ix, sz, inner))
+                self._do("split", (ix, _split_size(sz), inner))
                 out.append(inner)
         except Exception:
             self._eager, self._commands = saved
