@@ -3,11 +3,12 @@
     Nest (what to compute) -> Schedule (in which order) -> Plan (how, on a target)
     -> Package (a native library, a header, a HAT file and a Python module)
 """
-from .errors import CompileError, KernelError, LogicError, ScheduleError
+from .errors import CompileError, InputWriteError, InputWriteWarning, KernelError, LogicError, ScheduleError
 from .ir.types import ScalarType
 from .nest.array import AllocateFlags, Array, Dimension, Role, Scalar, create_dimensions
 from .nest.bf16 import bfloat16_bits, bfloat16_values
 from .nest.nest import Nest
+from .nest.conditions import If as _If  # Accera's accera._lang_python._lang._If
 from .nest.parameters import Parameter, create_parameter_grid, create_parameters
 from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, floor, log, log2, log10, logical_and,
                        logical_not, logical_or, max, min, round, select, sin, sinh, sqrt, tan, tanh)

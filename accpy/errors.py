@@ -15,3 +15,13 @@ class CompileError(RuntimeError):
 
 class KernelError(RuntimeError):
     """A built kernel reported an error while running (bad CPU, model fault, DEBUG mismatch)."""
+
+
+class InputWriteWarning(UserWarning):
+    """Iteration logic writes to an INPUT array (Accera builds it): the array is treated as
+    INPUT_OUTPUT. `warnings.simplefilter("error", acc.InputWriteWarning)` refuses it instead."""
+
+
+class InputWriteError(LogicError, InputWriteWarning):
+    """The refusal of a write to an INPUT array, when InputWriteWarning is turned into an error
+    (a LogicError, as the strict check always raised, and the warning category itself)."""

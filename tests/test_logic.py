@@ -1,11 +1,13 @@
 """Bad iteration logic is rejected when it is defined (acc.LogicError, a ValueError), with a
 message that names the statement (its number and source text) and what is wrong."""
 import re
+import warnings
 
 import numpy as np
 import pytest
 
 import accpy as acc
+from accpy.nest.reference import evaluate
 
 ST = acc.ScalarType
 
@@ -149,12 +151,16 @@ def test_wrong_rank_three_indices(arrays):
 # -- roles -----------------------------------------------------------------------------------
 
 def test_write_to_input(arrays):
+    # refused when InputWriteWarning is an error (the strict check; by default Accera's programs build)
     A, C = arrays["A"], arrays["C"]
 
     def body(i, j):
         A[i, j] = C[i, j]
 
-    logic_error(body, r"statement 1", r"A\[i, j\] = C\[i, j\]", "INPUT", "read-only")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.InputWriteWarning)
+        msg = logic_error(body, r"statement 1", r"A\[i, j\] = C\[i, j\]", "INPUT", "read-only", "INPUT_OUTPUT")
+    assert A.role is acc.Role.INPUT
 
 
 def test_compound_write_to_input(arrays):
@@ -163,7 +169,10 @@ def test_compound_write_to_input(arrays):
     def body(i, j):
         A[i, j] += C[i, j]
 
-    logic_error(body, r"statement 1", "INPUT")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.InputWriteWarning)
+        with pytest.raises(acc.InputWriteWarning, match="statement 1"):
+            define(body)
 
 
 def test_write_to_const(arrays):
@@ -445,7 +454,24 @@ def test_integer_constants_in_float_expressions_are_fine(arrays):
     assert len(define(body).statements) == 1
 
 
-@pytest.mark.parametrize("misuse", ["if", "and", "or", "not", "chained", "select_float", "logical_and_float",
+def test_and_or_inside_a_condition_mean_logical_and_or(arrays):
+    # Python's `and` / `or` (and a chained comparison, `0 < a < 1`) directly inside acc.select or
+    # _If are the logical operations; anywhere else they are refused (test_bool_misuse)
+    A, C = arrays["A"], arrays["C"]
+
+    def body(i, j):
+        a = A[i, j]
+        C[i, j] = acc.select(a > 0.5 or a < -0.5, a, 0.0) + acc.select(0.0 < a < 0.25, 1.0, 0.0)
+
+    nest = define(body)
+    a = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    c = np.zeros((8, 8), np.float32)
+    evaluate(nest, {A: a, C: c})
+    want = np.where((a > 0.5) | (a < -0.5), a, 0) + ((0 < a) & (a < 0.25))
+    np.testing.assert_array_equal(c, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("misuse", ["if", "and", "not", "select_float", "logical_and_float",
                                     "logical_not_int", "bitand_float", "invert_float", "invert_bool",
                                     "shift_float", "abs_bool", "mod_bool"])
 def test_bool_misuse(arrays, misuse):

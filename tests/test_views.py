@@ -124,14 +124,24 @@ def test_access_outside_the_view_is_refused():
 
 
 def test_writes_through_a_view_of_an_input_are_refused():
+    # refused when InputWriteWarning is an error; by default B becomes INPUT_OUTPUT (Accera builds it)
     B = acc.Array(role=acc.Role.INPUT, shape=(8, 10), name="B")
     R = B.slice([0], [5])
     n = acc.Nest(shape=(4,))
     k = n.get_indices()
-    with pytest.raises(acc.LogicError, match="writes to B, which is an INPUT array"):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.InputWriteWarning)
+        with pytest.raises(acc.LogicError, match="writes to B, which is an INPUT array"):
+            @n.iteration_logic
+            def _():
+                R[k] = 1.0
+    with pytest.warns(acc.InputWriteWarning, match="writes to B, which is an INPUT array.*INPUT_OUTPUT"):
         @n.iteration_logic
         def _():
             R[k] = 1.0
+    assert B.role is acc.Role.INPUT_OUTPUT
 
 
 @pytest.mark.parametrize("make, error, match", [

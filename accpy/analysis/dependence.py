@@ -66,7 +66,9 @@ def _index(e):
 
 
 def statement_accesses(part_no: int, stmt_no: int, st) -> list:
-    store = st.store
+    """A statement's accesses; under an _If it still may write its target, and it reads what its
+    condition loads (the condition's affine part narrows its instances: see _Instance)."""
+    store = st.assign
     idx = tuple(_index(e) for e in store.indices)
     out = []
     skip = None
@@ -83,10 +85,23 @@ def statement_accesses(part_no: int, stmt_no: int, st) -> list:
         else:
             out.append(Access(part_no, stmt_no, st, store.buffer, idx, "write"))
 
-    for a in ir_accesses(store.value):
+    for a in ir_accesses(store.value) + (ir_accesses(st.cond) if st.cond is not None else []):
         if a.node is not skip:
             out.append(Access(part_no, stmt_no, st, a.buffer, tuple(_index(e) for e in a.indices), "read"))
     return out
+
+
+def _condition_pieces(st) -> list:
+    """The index part of a statement's _If condition: disjoint conjunctions of Affine >= 0 over the
+    nest's indices and runtime sizes ([[]]: none; see logic_check.split_condition)."""
+    if st.cond is None:
+        return [[]]
+    from .logic_check import split_condition
+    from ..ir.types import ScalarType
+    from ..ir.visitor import free_vars
+
+    allowed = {v for v in free_vars(st.cond) if v.dtype is ScalarType.index}
+    return split_condition(st.cond, allowed)[0]
 
 
 def accesses(space) -> list:
@@ -118,6 +133,11 @@ class _Instance:
         self.nest = [enc.zaff(part.index_map[ix.var], env) for ix in part.nest.indices]
         nenv = {ix.var: e for ix, e in zip(part.nest.indices, self.nest)}
         self.element = [enc.zaff(a, nenv) for a in access.indices]
+        pieces = _condition_pieces(access.statement)
+        if pieces != [[]]:
+            from .logic_check import guard_formula
+
+            self.cons.append(guard_formula(pieces, lambda c: enc.zaff(c, nenv)))
 
     @property
     def key(self) -> tuple:  # position in the fused sequence, then the statement

@@ -56,6 +56,8 @@ def _collect(site: For, buf: Buffer) -> list:
         elif hasattr(s, "body"):
             walk(s.body, chain, guarded)
         elif hasattr(s, "then"):
+            # what the condition reads is read here too (an _If on array values)
+            out.extend(_Access(a.indices, chain, False, True, guarded=guarded) for a in accesses(s.cond, buf))
             walk(s.then, chain, True)
             if s.orelse is not None:
                 walk(s.orelse, chain, True)

@@ -5,6 +5,8 @@ included, as unknowns >= 1); a failure names the statement and a concrete iterat
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..errors import LogicError
 from ..ir.kinds import BufferRole
 from ..ir.affine import Affine, is_quasi_affine, to_affine
@@ -14,13 +16,128 @@ from .smt import z3_affine, z3_index
 
 
 def accesses_of(store) -> list:
-    """(buffer, indices, is_write) for the store target and every load in it."""
+    """(buffer, indices, is_write) for the store target and every load in it (and in the
+    condition of a statement under an _If)."""
     out = []
     for a in accesses(store):
         out.append((a.buffer, a.indices, a.is_write))
-        if a.node is store and store.reduce is not None:
-            out.append((store.buffer, store.indices, False))  # a reduction reads its element too
+        if a.is_write and getattr(a.node, "reduce", None) is not None:
+            out.append((a.buffer, a.indices, False))  # a reduction reads its element too
     return out
+
+
+def statement_constraints(st, nest_vars, symbols) -> list:
+    """The index conditions a statement runs under, as a disjunction (a list) of conjunctions of
+    Affines >= 0 over the nest's indices and runtime sizes: the parts of its _If conditions that
+    the scheduler turns into loop bounds (see `split_condition`). [[]] when there is none."""
+    if st.cond is None:
+        return [[]]
+    from ..ir.types import ScalarType
+
+    # the same variables scan and the dependence test allow: what the proof assumes is a guard there
+    allowed = set(nest_vars) | {v for v in free_vars(st.cond) if v.dtype is ScalarType.index}
+    return split_condition(st.cond, allowed)[0]
+
+
+# at most this many disjoint pieces per statement become guards (the rest stays an If)
+MAX_GUARD_PIECES = 8
+
+
+def split_condition(cond, allowed) -> tuple:
+    """(pieces, rest): `cond` == (OR of the conjunctions in `pieces`) and `rest`, where `pieces`
+    are disjoint conjunctions of affine constraints (Affine >= 0) on the `allowed` variables, made
+    of the conjuncts of `cond` that are comparisons of indices and sizes (`!=`, `or` and negations
+    included), and `rest` the conjunction of the other conjuncts (None when there is none)."""
+    from ..nest.conditions import conjunction, conjuncts
+
+    pieces, rest = [[]], []
+    for c in conjuncts(cond):
+        d = _affine_dnf(c, allowed)
+        if d is None or len(pieces) * len(d) > MAX_GUARD_PIECES:
+            rest.append(c)
+            continue
+        pieces = [p + q for p in pieces for q in d]
+    return pieces, conjunction(rest)
+
+
+def _affine_dnf(e, allowed) -> Optional[list]:
+    """`e` as a list of disjoint conjunctions of affine constraints, or None."""
+    from ..ir.affine import cond_constraints
+    from ..ir.expr import BinOp, Const, UnOp
+    from ..nest.conditions import negate
+
+    if isinstance(e, Const):
+        return [[]] if e.value else []
+    if isinstance(e, UnOp) and e.op == "not":
+        inner = e.a
+        if isinstance(inner, BinOp) and inner.op in ("land", "lor"):
+            op = "lor" if inner.op == "land" else "land"
+            return _affine_dnf(BinOp(op, negate(inner.a), negate(inner.b), inner.dtype), allowed)
+        n = negate(inner)
+        return None if isinstance(n, UnOp) else _affine_dnf(n, allowed)
+    if not isinstance(e, BinOp):
+        return None
+    if e.op == "land":
+        a, b = _affine_dnf(e.a, allowed), _affine_dnf(e.b, allowed)
+        if a is None or b is None or len(a) * len(b) > MAX_GUARD_PIECES:
+            return None
+        return [x + y for x in a for y in b]
+    if e.op == "lor":  # a or (not a and b): disjoint
+        a, na, b = _affine_dnf(e.a, allowed), _affine_dnf(negate(e.a), allowed), _affine_dnf(e.b, allowed)
+        if a is None or na is None or b is None or len(a) + len(na) * len(b) > MAX_GUARD_PIECES:
+            return None
+        return a + [x + y for x in na for y in b]
+    if e.op == "ne":
+        if e.a.dtype.is_float:
+            return None
+        return _affine_dnf(BinOp("lor", BinOp("lt", e.a, e.b, e.dtype), BinOp("gt", e.a, e.b, e.dtype), e.dtype),
+                           allowed)
+    if e.op in ("lt", "le", "gt", "ge", "eq") and not e.a.dtype.is_float:
+        cs = cond_constraints(e)
+        if cs is not None and all(v in allowed for a in cs for v in a.vars):
+            return [cs]
+    return None
+
+
+def guard_formula(pieces, zaff):
+    """The z3 formula `OR of (AND of c >= 0)` of `split_condition`'s pieces."""
+    import z3
+
+    if pieces == [[]]:
+        return z3.BoolVal(True)
+    return z3.Or(*[z3.And(*[zaff(c) >= 0 for c in p]) for p in pieces]) if pieces else z3.BoolVal(False)
+
+
+def _promote_input(store, arrays, where) -> None:
+    """A write to an INPUT array: warn (naming the statement) and treat the array as INPUT_OUTPUT."""
+    import warnings
+
+    from ..errors import InputWriteError, InputWriteWarning
+
+    buf = store.buffer
+    msg = (f"{where.describe()}: writes to {buf.name}, which is an INPUT array (read-only); accpy treats "
+           f"{buf.name} as INPUT_OUTPUT, as Accera does: declare it Role.INPUT_OUTPUT (or OUTPUT)")
+    try:
+        warnings.warn_explicit(msg, InputWriteWarning, where.file, where.line or 1)
+    except InputWriteWarning:
+        raise InputWriteError(msg) from None
+    promote_to_input_output(buf, arrays)
+
+
+def promote_to_input_output(buf, arrays=()) -> None:
+    """Make `buf` (and the Arrays owning it) INPUT_OUTPUT everywhere: signature, binder, caches, .hat."""
+    from ..nest.array import Role
+
+    object.__setattr__(buf, "role", BufferRole.INPUT_OUTPUT)  # buffers are identities: the same one everywhere
+    for a in arrays:
+        owners = [a] + ([a.parent] if getattr(a, "parent", None) is not None else [])
+        for arr in owners:
+            bufs = [getattr(arr, "_buffer", None)] + list(getattr(arr, "_buffers", {}).values())
+            if any(b is buf for b in bufs) and getattr(arr, "role", None) is Role.INPUT:
+                arr.role = Role.INPUT_OUTPUT
+                for b in bufs:
+                    if b is not None:
+                        object.__setattr__(b, "role", BufferRole.INPUT_OUTPUT)
 
 
 def _fmt_affine(a) -> str:
@@ -57,8 +174,10 @@ class _ViewBounds:
         self.shape = view.shape_exprs()
 
 
-def check_statements(nest, statements, view_accesses=()) -> None:
-    """Roles, affine indices and bounds of captured statements (and of accesses through views)."""
+def check_statements(nest, statements, view_accesses=(), arrays=()) -> None:
+    """Roles, affine indices and bounds of captured statements (and of accesses through views).
+    A write to an INPUT array warns (InputWriteWarning) and makes it INPUT_OUTPUT (`arrays`: the
+    Arrays the logic uses, whose role changes with their buffer's)."""
     nest_vars = set(nest.index_vars)
     symbols = _runtime_sizes(nest, statements)
     for _, view, _ in view_accesses:
@@ -69,19 +188,24 @@ def check_statements(nest, statements, view_accesses=()) -> None:
     pending_bounds = []
     for where, view, indices in view_accesses:
         affs = [_affine_index(where, _ViewBounds(view), k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]
-        pending_bounds.append((where, _ViewBounds(view), affs))
+        pending_bounds.append((where, _ViewBounds(view), affs, [[]]))  # ([[]]: no condition assumed)
     for st in statements:
-        store = st.store
+        store = st.assign
         role = store.buffer.role
-        if role in (BufferRole.INPUT, BufferRole.CONST):
+        if role == BufferRole.CONST:
             raise LogicError(f"{st.describe()}: writes to {store.buffer.name}, which is an "
                              f"{role.upper()} array (read-only); use Role.INPUT_OUTPUT or OUTPUT")
-        for buf, indices, is_write in accesses_of(store):
+        if role == BufferRole.INPUT:
+            _promote_input(store, arrays, st)
+        # accesses under an _If are proved in bounds where its affine conditions hold (those the
+        # scheduler makes loop bounds of); other conditions are not relied on
+        where = statement_constraints(st, nest_vars, symbols)
+        for buf, indices, is_write in accesses_of(st.store):
             if not is_write and buf.role == BufferRole.OUTPUT:
                 raise LogicError(f"{st.describe()}: reads {buf.name}, an OUTPUT array (write-only: its "
                                  f"initial contents are undefined); use Role.INPUT_OUTPUT to accumulate into it")
             affs = [_affine_index(st, buf, k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]
-            pending_bounds.append((st, buf, affs))
+            pending_bounds.append((st, buf, affs, where))
     problems = prove_in_bounds(nest, pending_bounds)
     if problems:
         raise LogicError(problems[0])
@@ -139,18 +263,19 @@ def _z3_check(nest, pending) -> list:
         ea = to_affine(ext)
         s.add(z(v) >= 0, z(v) < zaff(ea))
         symbols.update(ea.vars)
-    for _, buf, affs in pending:
-        for a in affs:
+    for _, buf, affs, where in pending:
+        for a in list(affs) + [c for p in where for c in p]:
             symbols.update(x for x in _index_vars(a) if x not in set(nest.index_vars))
-        for sh in buf.shape:
-            symbols.update(to_affine(sh).vars)
+        for sh in buf.shape:  # (a view's size may depend on the nest's indices: those are not sizes)
+            symbols.update(x for x in to_affine(sh).vars if x not in set(nest.index_vars))
     for sym in symbols:
         s.add(z(sym) >= 1)
     out = []
-    for st, buf, affs in pending:
+    for st, buf, affs, where in pending:
         for k, a in enumerate(affs):
             size = to_affine(buf.shape[k])
             s.push()
+            s.add(guard_formula(where, zaff))
             s.add(z3.Or(zaff(a) < 0, zaff(a) >= zaff(size)))
             r = s.check()
             if r == z3.sat:

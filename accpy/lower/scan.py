@@ -44,12 +44,61 @@ def part_body(space, p: int):
     return block(*[substitute_indices(st.store, part.index_map) for st in part.statements])
 
 
+def _statement_pieces(space, p: int) -> list:
+    """Part p's statements as (affine conditions over the dims, body) runs: a statement under an
+    _If whose condition compares indices and runtime sizes gets that part as guards of its own,
+    one per disjoint piece (unswitching then splits loop ranges on them); the rest of its
+    condition stays an If around it."""
+    from ..analysis.logic_check import split_condition
+
+    part = space.parts[p]
+    allowed = set(space.vars)
+    for c in space.part_constraints(p):
+        allowed.update(c.vars)
+    allowed.update(v for v in _nest_symbols(part))
+    runs: list = []
+    for st in part.statements:
+        if st.cond is None:
+            pieces, body = [[]], substitute_indices(st.store, part.index_map)
+        else:
+            cond = substitute_indices(st.cond, part.index_map)
+            pieces, rest = split_condition(cond, allowed)
+            store = substitute_indices(st.assign, part.index_map)
+            body = If(rest, store) if rest is not None else store
+        if pieces == [[]] and runs and not runs[-1][0]:
+            runs[-1][1].append(body)
+            continue
+        for cons in pieces:
+            runs.append((cons, [body]))
+    return runs
+
+
+def _nest_symbols(part) -> set:
+    """Runtime sizes (index-typed variables other than the nest's own indices) the part's
+    conditions use."""
+    from ..ir.visitor import free_vars
+    from ..ir.types import ScalarType as T
+
+    out: set = set()
+    own = {ix.var for ix in part.nest.indices}
+    for st in part.statements:
+        if st.cond is not None:
+            out.update(v for v in free_vars(st.cond) if v.dtype is T.index and v not in own)
+    return out
+
+
 def scan(space):
     bodies = []
     for p in range(len(space.parts)):
         guard = part_guard(space, p)
-        body = part_body(space, p)
-        bodies.append(If(conjunction(guard), body) if guard else body)
+        if not any(st.cond is not None for st in space.parts[p].statements):
+            body = part_body(space, p)
+            bodies.append(If(conjunction(guard), body) if guard else body)
+            continue
+        for cons, stmts in _statement_pieces(space, p):
+            g = list(guard) + list(cons)
+            body = block(*stmts)
+            bodies.append(If(conjunction(g), body) if g else body)
     stmt = block(*bodies)
     for d in reversed(space.dims):
         stmt = For(d.var, Const(0), d.extent, stmt)

@@ -26,10 +26,10 @@ import warnings
 
 from ..errors import ScheduleError
 from ..ir.kinds import LoopKind
-from ..ir.affine import to_affine
+from ..ir.affine import cond_constraints, to_affine
 from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
-from ..ir.types import ScalarType
+from ..ir.types import ScalarType, int_range
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
 from ..ir.visitor import Mutator, Visitor, substitute
 from ..ir.visitor import accesses as ir_accesses
@@ -79,23 +79,63 @@ class _Vectorize(Mutator):
 def _straight_line_stores(f: For) -> list:
     out = []
 
-    def walk(s):
+    def walk(s, cond=None):
         if isinstance(s, Block):
             for x in s.stmts:
-                walk(x)
+                walk(x, cond)
         elif isinstance(s, Store):
-            out.append(s)
+            out.append(s if cond is None else _masked_store(s, cond, f.var))
         elif isinstance(s, For):
             raise ScheduleError(f"vectorize({f.var.name}): the loop over {s.var.name} is inside it; "
                                 f"it remains after unrolling the vectorized subtree (a compiler bug)")
         elif isinstance(s, If):
-            raise ScheduleError(f"vectorize({f.var.name}): its body has a condition that depends on runtime "
-                                f"values; it cannot be vectorized")
+            if s.orelse is not None or cond_constraints(s.cond) is not None:
+                # a guard on indices and sizes that unswitching left in place: the accesses under it
+                # may lie outside their arrays elsewhere, so lanes may not compute them speculatively
+                raise ScheduleError(f"vectorize({f.var.name}): its body has a condition on indices or runtime "
+                                    f"sizes that could not be turned into loop bounds; it cannot be vectorized")
+            # an _If on values: every lane computes the statement, and keeps the old value where the
+            # condition does not hold (its accesses are in bounds for every iteration: logic_check)
+            walk(s.then, s.cond if cond is None else BinOp("land", cond, s.cond, ScalarType.bool))
         else:
             raise ScheduleError(f"vectorize({f.var.name}): cannot vectorize a {type(s).__name__}")
 
     walk(f.body)
     return out
+
+
+def _identity(op: str, t: ScalarType):
+    """The value `x op identity == x` (None when there is none)."""
+    import math
+
+    if op in ("add", "sub", "or", "xor"):
+        return Const(0, t)
+    if op == "mul":
+        return Const(1, t)
+    if op in ("max", "min"):
+        if t.is_float:
+            return Const(-math.inf if op == "max" else math.inf, t)
+        lo, hi = int_range(t)
+        return Const(lo if op == "max" else hi, t)
+    if op == "and" and t.is_int:
+        return Const(-1 if t.is_signed else int_range(t)[1], t)
+    return None
+
+
+def _masked_store(s: Store, cond, lane) -> Store:
+    """`if (cond) s` as one unconditional store: a reduction into an element that does not move
+    with the loop adds the identity where `cond` fails; any other store writes back the element's
+    own value there (a blend)."""
+    t = s.buffer.dtype
+    if s.reduce is not None and lane_coef(s.buffer, s.indices, lane) == 0:
+        ident = _identity(s.reduce, t)
+        if ident is None:
+            raise ScheduleError(f"vectorize({lane.name}): a conditional `{s.reduce}=` into {s.buffer.name} "
+                                f"cannot be vectorized")
+        return Store(s.buffer, s.indices, Select(cond, s.value, ident), s.reduce)
+    old = Load(s.buffer, s.indices)
+    new = s.value if s.reduce is None else BinOp(s.reduce, old, s.value, t)
+    return Store(s.buffer, s.indices, Select(cond, new, old))
 
 
 def _loop_shape(target, dtype):

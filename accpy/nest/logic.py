@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..errors import LogicError
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
-from ..ir.stmt import Store
+from ..ir.stmt import If, Store
 from ..ir.types import ScalarType, common_type, int_range, widens_to
 from .handles import LogicIndex, LogicValue
 from .naming import user_location
@@ -90,15 +90,92 @@ class Value(LogicValue):
     __hash__ = object.__hash__
 
     def __bool__(self):
-        raise LogicError(
-            "a logic value has no Python truth value: Python `if`, `and`, `or` and chained "
-            "comparisons do not work inside iteration logic; use acc.select(cond, a, b), "
-            "acc.logical_and / acc.logical_or")
+        # `c1 and c2` / `c1 or c2` written directly as an _If or acc.select condition (as Accera's
+        # programs do) means the logical and / or: the truth test is answered so that Python goes on
+        # to the second operand, and this one is kept until the condition is consumed
+        kind = _short_circuit_kind()
+        cap = LogicCapture.current()
+        if kind is None or cap is None or self.element_type is not ScalarType.bool:
+            raise LogicError(
+                "a logic value has no Python truth value: Python `if`, `not` and chained comparisons do "
+                "not work inside iteration logic (`and` / `or` only directly inside an _If or acc.select "
+                "condition); use _If(cond, fn), acc.select(cond, a, b), acc.logical_and / acc.logical_or")
+        cap.pending_bool.append((kind, self.expr, kind_frame()))
+        return kind == "and"
 
     def __repr__(self) -> str:
         from ..ir.printer import expr_str
 
         return f"<{self.element_type.name} {expr_str(self.expr)}>"
+
+
+_AND_OR_MESSAGE = ("a logic value has no Python truth value outside a condition: Python `and` / `or` of logic "
+                   "values are understood only directly inside an _If(...) or acc.select(...) condition; use "
+                   "acc.logical_and / acc.logical_or (or & and |)")
+_SHORT_CIRCUIT = {"JUMP_IF_FALSE_OR_POP": "and", "JUMP_IF_TRUE_OR_POP": "or"}
+_POP_JUMP = {"POP_JUMP_IF_FALSE": "and", "POP_JUMP_IF_TRUE": "or"}
+_code_ops: dict = {}
+
+
+def kind_frame():
+    """The user frame evaluating the current expression."""
+    from .naming import user_frame
+
+    return user_frame()
+
+
+def _short_circuit_kind() -> Optional[str]:
+    """"and" / "or" when the truth test being made is that of a Python `and` / `or` keeping its
+    operand (`x = a and b`), else None (an `if`, a `not`, a chained comparison)."""
+    import dis
+
+    f = kind_frame()
+    if f is None:
+        return None
+    code = f.f_code
+    if code not in _code_ops:
+        _code_ops[code] = {ins.offset: (k, ins) for k, ins in enumerate(dis.get_instructions(code))}
+        _code_ops[code] = (_code_ops[code], [ins for _, ins in sorted(_code_ops[code].values(), key=lambda t: t[0])])
+    by_offset, seq = _code_ops[code]
+    if f.f_lasti not in by_offset:
+        return None
+    k, ins = by_offset[f.f_lasti]
+    if ins.opname in _SHORT_CIRCUIT:  # Python 3.11
+        return _SHORT_CIRCUIT[ins.opname]
+    # 3.12: COPY 1; POP_JUMP_IF_*  (3.13: COPY 1; TO_BOOL; POP_JUMP_IF_*)
+    if ins.opname == "TO_BOOL" and k + 1 < len(seq):
+        k, ins = k + 1, seq[k + 1]
+        prev = seq[k - 2] if k >= 2 else None
+    else:
+        prev = seq[k - 1] if k >= 1 else None
+    if ins.opname.replace("_FORWARD", "").replace("_BACKWARD", "") in _POP_JUMP and prev is not None \
+            and prev.opname == "COPY" and prev.arg == 1:
+        return _POP_JUMP[ins.opname.replace("_FORWARD", "").replace("_BACKWARD", "")]
+    return None
+
+
+def pending_and_or(cond):
+    """`cond` with the operands of a Python `and` / `or` chain that ended in it (see
+    Value.__bool__) joined back: `a and b` -> logical_and(a, b)."""
+    cap = LogicCapture.current()
+    if cap is None or not cap.pending_bool:
+        return cond
+    frame = kind_frame()
+    mine = [p for p in cap.pending_bool if p[2] is frame]
+    if len(mine) != len(cap.pending_bool) or not isinstance(_plain(cond), Value):
+        cap.pending_bool.clear()
+        raise LogicError(_AND_OR_MESSAGE)
+    cap.pending_bool.clear()
+    out = lift(cond)
+    for kind, e, _ in reversed(mine):
+        out = Value(BinOp("land" if kind == "and" else "lor", e, _bool_expr(out), ScalarType.bool))
+    return out
+
+
+def _bool_expr(v: Value):
+    if v.element_type is not ScalarType.bool:
+        raise LogicError(f"`and` / `or` of conditions needs boolean operands, got {v.element_type.name}")
+    return v.expr
 
 
 def _plain(x):
@@ -206,7 +283,7 @@ def cast(value, element_type) -> Value:
 
 def select(cond, a, b) -> Value:
     """`acc.select(cond, a, b)`: `a` where the boolean `cond` holds, else `b` (both converted to a common type)."""
-    c = lift(cond)
+    c = lift(pending_and_or(cond))
     if c.element_type is not ScalarType.bool:
         raise LogicError(f"acc.select needs a boolean condition, got {c.element_type.name}")
     a, b, t = _operand_types("select", a, b)
@@ -290,11 +367,17 @@ class Access(Value):
 class LogicStatement:
     """One captured statement with where it came from (for error messages)."""
 
-    store: Store
+    store: object  # the Store, or If(cond, Store) under an _If
     number: int
     file: str
     line: int
     text: str
+    cond: Optional[Expr] = None  # the conjunction of the conditions it runs under (None: always)
+
+    @property
+    def assign(self) -> Store:
+        """The statement's Store (without the condition)."""
+        return self.store.then if isinstance(self.store, If) else self.store
 
     def describe(self) -> str:
         """"statement N (`source text`, file:line)", for error messages."""
@@ -316,6 +399,10 @@ class LogicCapture:
         #: accesses through array views: (statement being written, view, index exprs), whose
         #: indices must stay inside the view (proved with the statements' own bounds)
         self.view_accesses: list = []
+        #: the conditions in force (nest/conditions.py CondFrame), outermost first
+        self.cond_stack: list = []
+        #: truth tests of a Python `and` / `or` waiting for the condition they are part of
+        self.pending_bool: list = []
 
     def note_view_access(self, view, indices: tuple) -> None:
         """Remember an access through `view` (its bounds are proved when the logic is checked)."""
@@ -329,7 +416,14 @@ class LogicCapture:
 
     def __exit__(self, *exc):
         LogicCapture._active.pop()
+        if exc[0] is None:
+            self._check_no_pending()
         return False
+
+    def _check_no_pending(self) -> None:
+        if self.pending_bool:
+            self.pending_bool.clear()
+            raise LogicError(_AND_OR_MESSAGE)
 
     @staticmethod
     def current() -> Optional["LogicCapture"]:
@@ -343,6 +437,7 @@ class LogicCapture:
         number = self.first_number + len(self.statements)
         where = LogicStatement(None, number, file, line, text)  # type: ignore[arg-type]
         try:
+            self._check_no_pending()
             t = array.element_type
             v = lift(value, t)
             if v.element_type is ScalarType.index and not t.is_float and _literal_only(v.expr):
@@ -360,6 +455,13 @@ class LogicCapture:
             store = Store(array.buffer, tuple(ix.expr for ix in indices), e, reduce)
         except LogicError as err:
             raise LogicError(f"{where.describe()}: {err}") from None
+        if self.cond_stack:
+            from .conditions import check_hazard, conjunction, conjuncts, note_write
+
+            check_hazard(self, where)
+            note_write(self, where, array.buffer)
+            where.cond = conjunction([c for f in self.cond_stack for c in conjuncts(f.expr)])
+            store = If(where.cond, store)
         where.store = store
         self.statements.append(where)
         return where

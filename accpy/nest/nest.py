@@ -123,7 +123,7 @@ class Nest:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
         from ..analysis.logic_check import check_statements
 
-        check_statements(self, cap.statements, cap.view_accesses)
+        check_statements(self, cap.statements, cap.view_accesses, list(cap.arrays.values()))
         self._arrays.update(cap.arrays)
         return cap.statements
 

@@ -323,7 +323,11 @@ def compile_reference(nests):
             body.append("    " * depth + f"for {g.name(ix.var)} in range({g.index(ext)}):")
             depth += 1
         for st in nest.statements:
-            body.append("    " * depth + _store_line(g, st.store))
+            if st.cond is not None:  # a statement under an _If: its condition, tested when it runs
+                body.append("    " * depth + f"if bool({g.expr(st.cond)}):")
+                body.append("    " * (depth + 1) + _store_line(g, st.assign))
+            else:
+                body.append("    " * depth + _store_line(g, st.store))
             for b in _buffers_in(st.store):
                 bufs[b.uid] = b
     for v in list(g.names):
@@ -349,8 +353,7 @@ def compile_reference(nests):
 def _buffers_in(store):
     from ..ir.visitor import accesses
 
-    out = [a.buffer for a in accesses(store)]
-    return out[:1] + out if store.reduce is not None else out  # (a reduction reads its element too)
+    return [a.buffer for a in accesses(store)]
 
 
 def evaluate(nests, args: dict, vectorize: bool = True) -> None:

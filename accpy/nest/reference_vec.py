@@ -76,6 +76,8 @@ def _check_index(e) -> None:
 
 def _plan_nest(nest) -> None:
     """Raise _NotVectorizable unless the nest's statements may all run over the whole domain."""
+    if any(st.cond is not None for st in nest.statements):
+        raise _NotVectorizable("a statement under an _If")  # (loop by loop: conditions per iteration)
     stmts = [st.store for st in nest.statements]
     kinds: dict = {}
     for s in stmts:
