@@ -1,25 +1,29 @@
-"""Tests marked `@pytest.mark.avx512` execute AVX-512 code: skipped, with the reason, on a
-CPU whose /proc/cpuinfo does not list avx512f (the code is still emitted and compiled)."""
+"""Tests marked `@pytest.mark.avx512` execute AVX-512 code: skipped, with the reason, where
+`acc.Target.HOST` has no avx512f (a CPU without it, or ACCPY_HOST_MODEL posing as a smaller host;
+the code is still emitted and compiled)."""
 from __future__ import annotations
 
 import pytest
 
 
-def _cpu_has_avx512f() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return "avx512f" in line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    return False
+def pytest_report_header(config):
+    import accpy as acc
+    from accpy.targets.host import HOST_MODEL_VARIABLE, host_cpu_name
+
+    posed = acc.Target.HOST.get("posing_as")
+    pose = f", posing as {posed} ({HOST_MODEL_VARIABLE})" if posed else ""
+    return (f"accpy host: {host_cpu_name()}{pose}; vector_bytes={acc.Target.HOST.vector_bytes}, "
+            f"features beyond SSE2: {' '.join(acc.Target.HOST.required_features())}")
 
 
 def pytest_collection_modifyitems(config, items):
-    if _cpu_has_avx512f():
+    import accpy as acc
+
+    if acc.Target.HOST.has("avx512f"):
         return
-    skip = pytest.mark.skip(reason="executes AVX-512 code: this CPU lacks avx512f (/proc/cpuinfo)")
+    posed = acc.Target.HOST.get("posing_as")
+    why = f"the host poses as {posed} (ACCPY_HOST_MODEL)" if posed else "this CPU lacks avx512f (/proc/cpuinfo)"
+    skip = pytest.mark.skip(reason=f"executes AVX-512 code: {why}")
     for item in items:
         if "avx512" in item.keywords:
             item.add_marker(skip)

@@ -21,6 +21,7 @@ from accpy.targets import MemorySpace
 from accpy.targets.models import model_for_brand, spec_of
 from accpy.targets.features import BUILTIN_NAMES
 from accpy.targets.host import _microarchitecture
+from support.cpu import cpu_flags, host_flags
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -30,18 +31,9 @@ HOST = acc.Target.HOST
 F32, I32 = acc.ScalarType.float32, acc.ScalarType.int32
 
 
-def _cpu_flags() -> set:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
-FLAGS = _cpu_flags()
+FLAGS = cpu_flags()  # what this CPU executes
+HOST_FLAGS = host_flags()  # what HOST may use (fewer when ACCPY_HOST_MODEL poses as a smaller host)
+POSED = HOST.get("posing_as")
 needs_cpuinfo = pytest.mark.skipif(not FLAGS, reason="no /proc/cpuinfo on this system")
 needs_avx2 = pytest.mark.skipif(not {"avx2", "fma"} <= FLAGS, reason="executes AVX2/FMA code: this CPU lacks it")
 needs_avx512 = [pytest.mark.avx512,
@@ -64,7 +56,7 @@ def test_host_basics():
     assert 1 <= HOST.num_cores <= HOST.num_threads
     assert HOST.family and isinstance(HOST.family, str)
     assert HOST.runtime is T.Runtime.OPENMP
-    assert HOST.extra == () and not HOST.has_memory(MemorySpace.SCRATCHPAD)
+    assert HOST.extra == ((("posing_as", POSED),) if POSED else ()) and not HOST.has_memory(MemorySpace.SCRATCHPAD)
 
 
 def test_host_is_target_default_and_by_name():
@@ -88,13 +80,13 @@ def test_host_cores_match_lscpu():
 def test_host_extensions_match_cpuinfo():
     for f in ("avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl",
               "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16"):
-        assert HOST.has(f) == (f in FLAGS), f
+        assert HOST.has(f) == (f in HOST_FLAGS), f
     # Accera's names ask the same questions
-    assert HOST.has("AVX2") == ("avx2" in FLAGS)
-    assert HOST.has("AVX512") == HOST.has("AVX512F") == ("avx512f" in FLAGS)
-    assert HOST.has("AVX512VNNI") == ("avx512_vnni" in FLAGS)
-    assert HOST.has("AMX") == HOST.has("amx-tile") == ("amx_tile" in FLAGS)
-    assert HOST.has("SSE3") == ("pni" in FLAGS)
+    assert HOST.has("AVX2") == ("avx2" in HOST_FLAGS)
+    assert HOST.has("AVX512") == HOST.has("AVX512F") == ("avx512f" in HOST_FLAGS)
+    assert HOST.has("AVX512VNNI") == ("avx512_vnni" in HOST_FLAGS)
+    assert HOST.has("AMX") == HOST.has("amx-tile") == ("amx_tile" in HOST_FLAGS)
+    assert HOST.has("SSE3") == ("pni" in HOST_FLAGS)
     assert not HOST.has("no-such-feature")
     # canonical order, no duplicates
     from accpy.targets.features import FEATURES
@@ -104,9 +96,9 @@ def test_host_extensions_match_cpuinfo():
 
 @needs_cpuinfo
 def test_host_vector_shape():
-    if "avx512f" in FLAGS:
+    if "avx512f" in HOST_FLAGS:
         assert (HOST.vector_bytes, HOST.vector_registers) == (64, 32)
-    elif "avx" in FLAGS:
+    elif "avx" in HOST_FLAGS:
         assert (HOST.vector_bytes, HOST.vector_registers) == (32, 16)
     else:
         assert (HOST.vector_bytes, HOST.vector_registers) == (16, 16)

@@ -192,11 +192,44 @@ def _host_values() -> tuple:
         base = base if base is not None else model.frequency_GHz
         turbo = turbo if turbo is not None else model.turbo_frequency_GHz
     family = _microarchitecture(info) or (model.family if model is not None else brand)
+    extra = ()
+    posed = posed_model()
+    if posed is not None:  # this machine with only the features it shares with that model
+        exts = _sorted_features(f for f in exts if f in set(posed.extensions))
+        vb, vr = widest_vector(exts)
+        family, extra = posed.family, (("posing_as", posed.name),)
     return (("name", "HOST"), ("category", Category.CPU), ("architecture", _architecture()), ("family", family),
             ("extensions", exts), ("num_threads", threads), ("num_cores", _host_cores(threads)),
             ("vector_bytes", vb), ("vector_registers", vr), ("frequency_GHz", base),
             ("turbo_frequency_GHz", turbo), ("cache_sizes", sizes), ("cache_lines", lines),
-            ("runtime", Runtime.OPENMP), ("extra", ()))
+            ("runtime", Runtime.OPENMP), ("extra", extra))
+
+
+HOST_MODEL_VARIABLE = "ACCPY_HOST_MODEL"
+
+
+def posed_model():
+    """The known model `ACCPY_HOST_MODEL` names, or None when it is unset or empty.
+
+    With it set (e.g. "Intel Core i7-4770", "Haswell"), `Target.HOST` is this machine posing as a
+    smaller one: its instruction-set features are those it shares with that model (so an AVX-512 or
+    AMX machine builds, runs and tests the AVX2 code paths, and the tile unit runs on its functional
+    model); cores, caches and frequencies stay this machine's. Posing as a larger model adds
+    nothing: code must run here."""
+    name = os.environ.get(HOST_MODEL_VARIABLE, "").strip()
+    if not name:
+        return None
+    from .models import UnknownTargetError, lookup
+
+    try:
+        spec = lookup(name)
+    except UnknownTargetError as e:
+        raise UnknownTargetError(f"{HOST_MODEL_VARIABLE}={name!r}: {e}") from None
+    if spec.category is not Category.CPU or spec.architecture is not _architecture():
+        raise ValueError(f"{HOST_MODEL_VARIABLE}={name!r}: expected a CPU model of this machine's architecture "
+                         f"({_architecture().value}), got {spec.name} ({spec.category.value}, "
+                         f"{spec.architecture.value})")
+    return spec
 
 
 def host_cpu_name() -> str:
