@@ -22,11 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# first: numpy's BLAS on one thread
+import sample_support  # noqa: E402
+from sample_support import OUTPUT_HELP, functional_model, not_timed  # noqa: E402
 
-import accpy as acc
+import numpy as np  # noqa: E402
+
+import accpy as acc  # noqa: E402
 
 I8, I32, F32 = acc.ScalarType.int8, acc.ScalarType.int32, acc.ScalarType.float32
 DIM = 16
@@ -147,8 +151,7 @@ def run(H, W, C, K, relu=True, naive=False, seed=0, output_dir=None, quiet=False
     plan, args = conv_plan(H, W, C, K, relu=relu, naive=naive)
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="gemmini_conv")
-    out = output_dir or os.path.join(tempfile.gettempdir(), "accpy_samples", "gemmini_conv")
-    lib = pkg.build("gemmini_conv", output_dir=out, python_module=False)
+    lib = pkg.build("gemmini_conv", output_dir=sample_support.output_dir("gemmini_conv", output_dir), python_module=False)
     rng = np.random.default_rng(seed)
     inp = rng.integers(-128, 128, (H + 2, W + 2, C), dtype=np.int8)
     w = rng.integers(-128, 128, (3, 3, C, K), dtype=np.int8)
@@ -169,6 +172,7 @@ def run(H, W, C, K, relu=True, naive=False, seed=0, output_dir=None, quiet=False
               f"); bytes in {counters['bytes_in']}, out {counters['bytes_out']}; MACs {counters['macs']}")
         print(f"  cycles {counters['cycles']} (load {counters['load_cycles']}, execute {counters['execute_cycles']}, "
               f"store {counters['store_cycles']}); utilization {counters['utilization']:.3f}")
+        print(f"  {not_timed(functional_model(plan.target))}; the cycles above are the model's estimate")
     return counters
 
 
@@ -212,12 +216,13 @@ def main(argv=None):
     p.add_argument("--no-relu", action="store_true")
     p.add_argument("--naive", action="store_true", help="the schedule without reuse, for comparison")
     p.add_argument("--tune", action="store_true", help="measure every band / channel block on the model (cycles)")
+    p.add_argument("--output-dir", help=OUTPUT_HELP)
     a = p.parse_args(argv)
     H, W, C, K = (int(v) for v in a.shape.lower().split("x"))
     if a.tune:
         tune(H, W, C, K)
         return
-    run(H, W, C, K, relu=not a.no_relu, naive=a.naive)
+    run(H, W, C, K, relu=not a.no_relu, naive=a.naive, output_dir=a.output_dir)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# first: numpy's BLAS on one thread
+import sample_support  # noqa: E402
+from sample_support import OUTPUT_HELP, functional_model, not_timed  # noqa: E402
 
-import accpy as acc
+import numpy as np  # noqa: E402
+
+import accpy as acc  # noqa: E402
 
 I8, I32, F32 = acc.ScalarType.int8, acc.ScalarType.int32, acc.ScalarType.float32
 DIM = 16
@@ -121,8 +125,7 @@ def run(M, N, K, relu=True, bias=False, naive=False, seed=0, output_dir=None, qu
     plan, args = matmul_plan(M, N, K, relu=relu, bias=bias, naive=naive)
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="gemmini_matmul")
-    out = output_dir or os.path.join(tempfile.gettempdir(), "accpy_samples", "gemmini_matmul")
-    lib = pkg.build("gemmini_matmul", output_dir=out, python_module=False)
+    lib = pkg.build("gemmini_matmul", output_dir=sample_support.output_dir("gemmini_matmul", output_dir), python_module=False)
     rng = np.random.default_rng(seed)
     a = rng.integers(-128, 128, (M, K), dtype=np.int8)
     b = rng.integers(-128, 128, (K, N), dtype=np.int8)
@@ -146,6 +149,7 @@ def run(M, N, K, relu=True, bias=False, naive=False, seed=0, output_dir=None, qu
         print(f"  cycles {counters['cycles']} (load {counters['load_cycles']}, execute "
               f"{counters['execute_cycles']}, store {counters['store_cycles']}); "
               f"utilization {counters['utilization']:.3f}")
+        print(f"  {not_timed(functional_model(plan.target))}; the cycles above are the model's estimate")
     return counters
 
 
@@ -155,9 +159,10 @@ def main(argv=None):
     p.add_argument("--no-relu", action="store_true")
     p.add_argument("--bias", action="store_true", help="add an int32 bias row before scaling")
     p.add_argument("--naive", action="store_true", help="the schedule without reuse, for comparison")
+    p.add_argument("--output-dir", help=OUTPUT_HELP)
     a = p.parse_args(argv)
     M, N, K = (int(x) for x in a.shape.lower().split("x"))
-    run(M, N, K, relu=not a.no_relu, bias=a.bias, naive=a.naive)
+    run(M, N, K, relu=not a.no_relu, bias=a.bias, naive=a.naive, output_dir=a.output_dir)
 
 
 if __name__ == "__main__":

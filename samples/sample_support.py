@@ -83,6 +83,11 @@ def functional_model(target) -> str:
     return ""
 
 
+def not_timed(model: str) -> str:
+    """The sentence a sample prints instead of a speed or a ratio when its kernel ran on `model`."""
+    return f"{NOT_TIMED} (it ran on {model}: its results are checked; its wall time says nothing of the hardware)"
+
+
 def median_seconds(fn, repeat: int = 7) -> float:
     """The median of `repeat` timed calls of `fn`, after one untimed call (page faults, caches)."""
     if repeat < 1:

@@ -21,6 +21,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# first: numpy's BLAS on one thread (the variants' results are checked with numpy)
+import sample_support  # noqa: E402
 
 import accpy as acc  # noqa: E402
 from optimized_matmul import block_sizes, matmul_plan  # noqa: E402
@@ -85,14 +87,17 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build",
-                                                       "tune_matmul", "results.jsonl"))
+    ap.add_argument("--results", default=None,
+                    help="the results file, kept between runs (default: results.jsonl in --output-dir)")
+    ap.add_argument("--output-dir", help=sample_support.OUTPUT_HELP)
     ap.add_argument("--table", action="store_true", help="print every measured variant")
     ap.add_argument("--dask", metavar="ADDRESS", help="a Dask scheduler's address, or 'local' for a LocalCluster")
     ap.add_argument("--quick", action="store_true", help="128^3, 1 thread, 4 variants, 2 samples each")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.threads, args.repeats = "128", "1", 2
+    if args.results is None:
+        args.results = str(sample_support.output_dir("tune_matmul", args.output_dir) / "results.jsonl")
     executor = None
     if args.dask:
         from distributed import Client, LocalCluster
