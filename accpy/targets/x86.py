@@ -1,4 +1,4 @@
-"""x86 vector intrinsics (AVX-512 and AVX2) as a library: C templates per operation.
+"""x86 vector intrinsics (AVX-512, AVX2; SSE4.1 in x86sse.py) as a library: C templates per operation.
 
 Each `VectorISA` describes one register shape (e.g. 16 x float32 in a zmm register):
 its C type, and a C template for every vector operation the IR has. Templates use
@@ -6,7 +6,9 @@ its C type, and a C template for every vector operation the IR has. Templates us
 The meaning of each operation is the IR's (see accpy/ir/vector.py); tests run every
 template against numpy on random data (tests/test_x86_intrinsics.py). The `extra`
 templates (strided accesses `{s}` elements apart, the int16 pair multiply-add) are
-checked end to end, through kernels that use them (tests/test_vectorize_subtree.py).
+checked end to end, through kernels that use them (tests/test_vectorize_subtree.py,
+tests/targets/test_sse_vectors.py). Operations an ISA has no instruction for (AVX2's scatters)
+handle one lane at a time (x86lanes.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Optional
 
 from ..ir.types import ScalarType
 from .library import TargetLibrary, register_library
+from .x86lanes import Lanes
 
 F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, ScalarType.int64
 
@@ -261,6 +264,27 @@ def _avx2_int32():
     return VectorISA("avx2", I32, 8, "__m256i", ops, ("avx2", "fma"))
 
 
+def _avx2_strided(dtype: ScalarType) -> dict:
+    """AVX2 gathers (VGATHERDPS / VGATHERDPD / VPGATHERDD: a masked gather reads only its active
+    lanes) of lanes {s} elements apart; AVX2 has no scatters, so those go lane by lane."""
+    sfx, ctype, vtype, lanes = {F32: ("ps", "float", "__m256", 8), F64: ("pd", "double", "__m256d", 4),
+                                I32: ("epi32", "int", "__m256i", 8)}[dtype]
+    size = dtype.bits // 8
+    # int32 offsets {s} * l: 8 of them in a ymm register, 4 (for float64 lanes) in an xmm one
+    idx = (_lane_offsets(8) if lanes == 8 else
+           "_mm_mullo_epi32(_mm_set1_epi32({s}), _mm_setr_epi32(0, 1, 2, 3))")
+    zero = "_mm256_setzero_si256()" if dtype is I32 else f"_mm256_setzero_{sfx}()"
+    p = f"(const {ctype}*)({{p}})"
+    if dtype is I32:
+        store, movemask = "_mm256_storeu_si256((__m256i*)accpy_t_, accpy_v_)", "_mm256_movemask_ps(_mm256_castsi256_ps({m}))"
+    else:
+        store, movemask = f"_mm256_storeu_{sfx}(accpy_t_, accpy_v_)", f"_mm256_movemask_{sfx}({{m}})"
+    by_lane = Lanes("int32_t" if dtype is I32 else ctype, lanes, vtype, "", store, movemask)
+    return {"gather": f"_mm256_i32gather_{sfx}({p}, {idx}, {size})",
+            "mgather": f"_mm256_mask_i32gather_{sfx}({zero}, {p}, {idx}, {{m}}, {size})",
+            **by_lane.strided_writes()}
+
+
 LIBRARY = {
     # dot2: {c} plus, per lane, the two bfloat16 products of adjacent pairs (VDPBF16PS); round
     # (half to even); conversions from narrow integers, which travel widened to 32-bit lanes
@@ -284,9 +308,9 @@ LIBRARY = {
                                   **{"from_" + t: "({a})" for t in ("int8", "uint8", "int16", "uint16")}}),
     ("avx512", I64): _with_extra(_avx512_int(I64, 8, "epi64", "__mmask8"),
                                  _avx512_strided("epi64", 8, 8, "_mm512_setzero_si512()", True)),
-    ("avx2", F32): _avx2_float(F32, 8, "ps", "__m256"),
-    ("avx2", F64): _avx2_float(F64, 4, "pd", "__m256d"),
-    ("avx2", I32): _avx2_int32(),
+    ("avx2", F32): _with_extra(_avx2_float(F32, 8, "ps", "__m256"), _avx2_strided(F32)),
+    ("avx2", F64): _with_extra(_avx2_float(F64, 4, "pd", "__m256d"), _avx2_strided(F64)),
+    ("avx2", I32): _with_extra(_avx2_int32(), _avx2_strided(I32)),
 }
 
 
@@ -333,18 +357,22 @@ def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
         return LIBRARY[("avx512", dtype)]
     if target.has("avx2") and target.vector_bytes >= 32 and ("avx2", dtype) in LIBRARY:
         return LIBRARY[("avx2", dtype)]
+    # 16-byte registers (x86sse.py): told vector_bytes=16, or SSE4.1 without AVX2
+    sse = LIBRARY.get(("sse", dtype))
+    if sse is not None and target.vector_bytes >= 16 and all(target.has(f) for f in sse.features):
+        return sse
     return None
 
 
 
 
 class X86VectorLibrary(TargetLibrary):
-    """The x86 vector ISA (AVX2, AVX-512) behind the target interface: what `vectorize` emits."""
+    """The x86 vector ISA (SSE4.1, AVX2, AVX-512) behind the target interface: what `vectorize` emits."""
 
     name = "x86 vector"
 
     def applies_to(self, target) -> bool:
-        return target.has("avx2") or target.has("avx512f")
+        return target.has("avx2") or target.has("avx512f") or target.has("sse4_1")
 
     def vector_shape(self, target, dtype: ScalarType) -> Optional[VectorISA]:
         return vector_isa_for(target, dtype)
