@@ -38,7 +38,7 @@ class Dimension(Value):
         if isinstance(name, (Role, Dimension.Role)) and not isinstance(role, (Role, Dimension.Role)):
             name, role = role, name
         if role in (Role.OUTPUT, Dimension.Role.OUTPUT):
-            return OutputDimension(name)  # (not a Dimension: __init__ does not run)
+            return OutputDimension(name, value)  # (not a Dimension: __init__ does not run)
         return super().__new__(cls)
 
     def __init__(self, name=None, role=None, value=None):
@@ -83,14 +83,18 @@ class Dimension(Value):
 class OutputDimension:
     """A size the function computes and hands back (`acc.Dimension(role=acc.Role.OUTPUT)`).
 
-    Inside iteration logic, `N.value = expr` (an integer expression of indices, runtime
-    sizes and array elements) sets it; the last assignment in the scheduled order wins.
-    It is an argument like an OUTPUT array of one int64 element: `int64_t*` in C, and from
-    Python a numpy int64 array of shape (1,) that receives the value. It cannot size an
-    array (arrays the function allocates are not supported) and cannot be read in logic.
+    Set inside iteration logic (`N.value = expr`: an integer expression of indices, runtime
+    sizes and array elements; the last assignment in the scheduled order wins), it is an
+    argument like an OUTPUT array of one int64 element: `int64_t*` in C, and from Python a
+    numpy int64 array of shape (1,) that receives the value; it cannot be read in logic.
+
+    Set at definition instead (`N.value = expr` outside iteration logic, `N.set(expr)`, or
+    `acc.Dimension(role=acc.Role.OUTPUT, value=expr)`; `expr` an expression of INPUT
+    dimensions, scalars and numbers), the function computes it when it starts, so it can size
+    the nest and an OUTPUT array that the function allocates (see accpy/nest/output_arrays.py).
     """
 
-    def __init__(self, name=None):
+    def __init__(self, name=None, value=None):
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name: expected a string, got {type(name).__name__} {name!r}")
         if name:
@@ -100,10 +104,19 @@ class OutputDimension:
         self.role = Role.OUTPUT
         self.array = Array(role=Role.OUTPUT, shape=(1,), element_type=ScalarType.int64, name=self.name)
         self.array.name_given = self.name_given
+        #: the expression computing it when the function starts (None: set in iteration logic)
+        self.definition: Optional[Value] = None
+        #: the size it stands for inside the function, once defined (a runtime dimension)
+        self.size: Optional[Dimension] = None
+        #: the definition when it is an affine expression of runtime sizes (`M`, `M + K + 1`): the size
+        #: then stands for it inside the function, so that bounds proofs see `N == M + K + 1`
+        self.affine: Optional[Expr] = None
+        if value is not None:
+            self.value = value
 
     @property
     def value(self):
-        """Write-only inside iteration logic (`N.value = expr`); reading it is an error."""
+        """Write-only (`N.value = expr`): inside iteration logic, or at definition; reading it is an error."""
         raise LogicError(f"the OUTPUT dimension {self.name} is computed by the function: set it with "
                          f"`{self.name}.value = ...` inside iteration logic; it cannot be read")
 
@@ -112,13 +125,23 @@ class OutputDimension:
         from .logic import LogicCapture
 
         if LogicCapture.current() is None:
-            raise LogicError(f"{self.name}.value = ... sets an OUTPUT dimension inside iteration logic only")
+            from .output_arrays import define_output_dimension
+
+            define_output_dimension(self, expr)
+            return
+        if self.definition is not None:
+            raise LogicError(f"{self.name}.value: {self.name} is already computed when the function starts "
+                             f"(set at definition); it cannot also be set in iteration logic")
         v = lift(expr)
         if not v.element_type.is_int:
             raise LogicError(f"{self.name}.value: expected an integer expression, got {v.element_type.name}; "
                              f"use acc.cast(..., acc.ScalarType.int64)")
         record_assignment(self.array, (0,), v if v.element_type is ScalarType.int64 else
                           Value(Cast(v.expr, ScalarType.int64)))
+
+    def set(self, expr) -> None:
+        """`N.set(expr)`: Accera's other spelling of `N.value = expr`."""
+        self.value = expr
 
     def __repr__(self) -> str:
         return f"OutputDimension({self.name})"
@@ -147,8 +170,11 @@ def size_expr(s, what: str) -> Expr:
             raise ValueError(f"{what}: sizes must be integers >= 1, got {s}")
         return Const(int(s))
     if isinstance(s, OutputDimension):
-        raise NotImplementedError(f"{what}: the OUTPUT dimension {s.name} cannot size an array (arrays the "
-                                  f"function allocates are not supported); size it with an INPUT dimension")
+        if s.size is not None:
+            return s.affine if s.affine is not None else s.size.var
+        raise ValueError(f"{what}: the OUTPUT dimension {s.name} is set in iteration logic, so its value is known "
+                         f"only when the function ends; to size an array or a nest with it, set it at "
+                         f"definition (`{s.name}.value = ...` outside iteration logic)")
     if _is_inf(s):
         raise ValueError(f"{what}: the size is acc.inf (unbounded) and not known yet: it is taken from the "
                          f"nest index that subscripts that dimension in iteration logic")

@@ -84,7 +84,8 @@ def _arg_table(info) -> dict:
 
 
 def hat_text(pkg_name: str, functions, description: dict, library_file: str, static_file: str,
-             compiler: str, flags: list, openmp: bool, target, library_record: dict = None) -> str:
+             compiler: str, flags: list, openmp: bool, target, library_record: dict = None,
+             allocating=()) -> str:
     """The package's .hat text; `library_record` ({size, sha256} of the library) is recorded for acc.load."""
     guard = pkg_name.replace(".", "_")
     out = [f"#ifndef __{guard}__", f"#define __{guard}__", "", "#ifdef TOML", ""]
@@ -157,7 +158,7 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
     out.append("code = '''")
     out.append("# */")
     out.append("#endif // TOML")
-    out.append(declarations(pkg_name, functions))
+    out.append(declarations(pkg_name, functions, allocating))
     out.append("#ifdef TOML")
     out.append("# /*")
     out.append("'''")

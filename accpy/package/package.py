@@ -236,6 +236,7 @@ class Package:
 
     def __init__(self):
         self._functions: list = []
+        self._allocating: list = []  # functions that allocate their OUTPUT arrays (allocating.py)
         self._description: dict = {}
 
     def add(self, source, args=None, base_name: str = "", parameters=None, function_opts=None, auxiliary=None):
@@ -251,14 +252,22 @@ class Package:
             return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
         from ..nest.parameters import parameter_values
 
+        from .allocating import split_allocating
+
         with parameter_values(parameters or {}):
             # the plan, its schedule and nest, and the arrays' shapes, with these values
-            fn = PackageFunction(plan.realize(), args, base_name, parameters or {}, auxiliary=auxiliary)
-        if any(f.name == fn.name for f in self._functions):
-            raise ValueError(f"a function named {fn.name} is already in the package (same base name, "
-                             f"arguments and parameters)")
-        self._functions.append(fn)
-        return fn
+            parts = split_allocating(PackageFunction, plan.realize(), args, base_name, parameters or {}, auxiliary)
+            fns = parts[:2] if parts else (PackageFunction(plan.realize(), args, base_name, parameters or {},
+                                                           auxiliary=auxiliary),)
+        for fn in fns + ((parts[2],) if parts else ()):
+            if any(f.name == fn.name for f in self._functions + self._allocating):
+                raise ValueError(f"a function named {fn.name} is already in the package (same base name, "
+                                 f"arguments and parameters)")
+        self._functions.extend(fns)
+        if parts:
+            self._allocating.append(parts[2])
+            return parts[2]
+        return fns[0]
 
     def add_description(self, author: Optional[str] = None, license: Optional[str] = None,
                         other: Optional[dict] = None, version: Optional[str] = None, comment: Optional[str] = None):
@@ -326,6 +335,13 @@ class Package:
         n_units = min(len(fns), os.cpu_count() or 1) if len(fns) >= 2 else 1
         source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance), units=n_units)
         source, units = source if isinstance(source, tuple) else (source, None)
+        if self._allocating:
+            from .allocating import runtime_free
+
+            extra = "".join(f.definition() for f in self._allocating) + runtime_free(name)
+            source += extra
+            if units is not None:
+                units = [units[0] + extra] + units[1:]
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
         targets = {f.target for f in fns}
@@ -344,11 +360,12 @@ class Package:
         static_file = f"{name}.a"
         module_file = out / f"{name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
         module_cpp = out / f"{name}_module.cpp"
-        h_text = header(name, fns)
+        h_text = header(name, fns, self._allocating)
         outputs = (files["c"].name, files["h"].name, files["hat"].name, lib_file, static_file, module_file.name,
                    module_cpp.name)
         if format == Format.HAT_SOURCE:
-            hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target)
+            hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target,
+                           allocating=self._allocating)
             with output_lock(out, name):
                 _remove_stale_temporaries(out, outputs)
                 write_atomic(files["c"], source)
@@ -377,7 +394,8 @@ class Package:
             raise CompileError(f"{e}\n(output_dir: {out}; the emitted source is kept at {files['c']})") from None
         # the .hat records the library's size and hash: acc.load checks them before loading it
         hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target,
-                       library_record={"size": lib.shared.stat().st_size, "sha256": file_digest(lib.shared)})
+                       library_record={"size": lib.shared.stat().st_size, "sha256": file_digest(lib.shared)},
+                       allocating=self._allocating)
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
         files["shared"] = out / lib_file
@@ -429,6 +447,8 @@ class Package:
         # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
         built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
         built.target_libraries = tuple(lib_.name for lib_ in called)
+        for f in self._allocating:
+            built._functions[f.name] = built._functions[f.base_name] = f.python_callable(built)
         timings["total"] = time.perf_counter() - t0
         built.timings = timings
         return built

@@ -92,6 +92,11 @@ def describe_arguments(args) -> list:
                 raise ValueError(f"args[{k}]: {a.name} is a TEMP array; TEMP arrays are internal and cannot be arguments")
             shape = []
             for s in a.resolved_shape():
+                if isinstance(s, OutputDimension):  # computed when the function starts: a size there
+                    if s.size is None:
+                        raise ValueError(f"args[{k}]: {a.name} is sized by the OUTPUT dimension {s.name}, which "
+                                         f"is set in iteration logic; set it at definition to size an array")
+                    s = s.size
                 shape.append(name_of.get(id(s), s.name) if isinstance(s, Dimension) else int(s))
             layout, strides = _layout_of(a)
             # a CONST array given as an argument is an input: the function reads the caller's

@@ -301,7 +301,7 @@ def _decl_params(pf) -> str:
                      for i in pf.infos) or "void"
 
 
-def declarations(pkg_name: str, functions) -> str:
+def declarations(pkg_name: str, functions, allocating=()) -> str:
     """C declarations (inside extern "C"), with each base name as an inline alias."""
     from ..ir.types import ScalarType
 
@@ -334,12 +334,17 @@ def declarations(pkg_name: str, functions) -> str:
         lines.append(f"static inline void {base}({params}) {{ {pf.name}({_call_args(pf.infos)}); }}")
         lines.append("#endif")
         lines.append("")
+    if allocating:
+        from .allocating import free_declaration
+
+        lines += [f.declaration(pkg_name) for f in allocating] + [free_declaration(pkg_name)]
     lines += ["#ifdef __cplusplus", "}", "#endif"]
     return "\n".join(lines)
 
 
-def header(pkg_name: str, functions) -> str:
+def header(pkg_name: str, functions, allocating=()) -> str:
     """`name.h`: the declarations behind an include guard."""
     guard = f"__{pkg_name}_H__"
-    return f"#ifndef {guard}\n#define {guard}\n\n{declarations(pkg_name, functions)}\n\n#endif /* {guard} */\n"
+    return (f"#ifndef {guard}\n#define {guard}\n\n{declarations(pkg_name, functions, allocating)}\n\n"
+            f"#endif /* {guard} */\n")
 
