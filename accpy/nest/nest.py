@@ -5,7 +5,7 @@ from typing import Optional
 
 from ..errors import LogicError
 from ..ir.expr import Var
-from .array import Dimension, size_expr
+from .array import Dimension, OutputDimension, size_expr
 from .parameters import UnresolvedParameter, has_parameter
 from .recording import Recording
 from .logic import Index, LogicCapture
@@ -18,7 +18,7 @@ class Nest:
     """`acc.Nest(shape)`: loops over `shape`, in order, running the iteration logic."""
 
     def __init__(self, shape):
-        if isinstance(shape, (int, Dimension)):
+        if isinstance(shape, (int, Dimension, OutputDimension)):
             shape = (shape,)
         if not isinstance(shape, (list, tuple)) or not shape:
             raise ValueError(f"shape: expected a non-empty list of sizes, got {shape!r}")

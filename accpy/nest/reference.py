@@ -361,7 +361,8 @@ def evaluate(nests, args: dict, vectorize: bool = True) -> None:
 
     `args` maps Array / Dimension / Scalar objects (or their names) to values: numpy
     arrays of the array's shape and dtype, ints for dimensions, numbers for scalars.
-    TEMP arrays are allocated zero-filled; CONST arrays use their data. With `vectorize`,
+    TEMP arrays are allocated zero-filled; CONST arrays use their data; OUTPUT arrays sized by
+    OUTPUT dimensions set at definition are allocated and added to `args`. With `vectorize`,
     nests whose result cannot depend on the order (see reference_vec) run as whole-domain
     numpy operations (the same values: reductions are applied in loop order); the others,
     loop by loop.
@@ -370,6 +371,9 @@ def evaluate(nests, args: dict, vectorize: bool = True) -> None:
 
     if not isinstance(nests, (list, tuple)):
         nests = [nests]
+    from .output_arrays import allocate_outputs
+
+    allocate_outputs(nests, args)  # OUTPUT arrays the function allocates: computed sizes, added to args
     run = compile_reference(nests)
     env = {}
     by_name = {}
