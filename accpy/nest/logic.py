@@ -223,6 +223,14 @@ def _operand_types(op: str, a, b) -> tuple[Value, Value, ScalarType]:
     if not isinstance(b, Value):
         b = lift(b, a.element_type)
     ta, tb = a.element_type, b.element_type
+    if ta is not tb and ta.is_float and tb.is_float:
+        # a float constant meeting a float value of another type takes that type (rounded), as a
+        # Python float literal does: `A[i] * c` with c a float64 constant stays float32
+        la, lb = _literal_only(a.expr), _literal_only(b.expr)
+        if la and not lb:
+            a, ta = Value(Cast(a.expr, tb)), tb
+        elif lb and not la:
+            b, tb = Value(Cast(b.expr, ta)), ta
     t = common_type(ta, tb)
     if t is None:
         raise LogicError(
@@ -238,6 +246,8 @@ def _coerce(v: Value, t: ScalarType) -> Expr:
 def binary(op: str, a, b) -> Value:
     """The logic value `a <op> b` (`op` an IR operator name such as "add" or "lt"), with numpy-like typing."""
     a, b, t = _operand_types(op, a, b)
+    if op == "div" and t is ScalarType.index:
+        op = "floordiv"  # Accera's `/` on indices (`Out[j, (i / 4) % 4, i % 4]`) is floor division
     if op in ("and", "or", "xor", "shl", "shr") and not (t.is_int or t is ScalarType.bool):
         raise LogicError(f"bitwise `{op}` needs integer operands, got {t.name}")
     if op in ("mod", "floordiv") and t is ScalarType.bool:
@@ -446,7 +456,10 @@ class LogicCapture:
                 v = Value(Cast(v.expr, t))
             # a float stored into an integer array converts (toward zero, as C and Accera do);
             # arithmetic and compound assignments keep the exact-conversion rule
-            converts = reduce is None and v.element_type.is_float and t.is_int
+            # a float constant of another float type (`acc.Scalar(ScalarType.float64, value=0.1)`)
+            # converts too, rounded to the array's type, as Accera's implicit casts do
+            converts = (reduce is None and v.element_type.is_float and t.is_int) or \
+                (v.element_type.is_float and t.is_float and _literal_only(v.expr))
             if not converts and not widens_to(v.element_type, t):
                 raise LogicError(
                     f"mixed types: a {v.element_type.name} value is assigned to {array.name}, "

@@ -18,6 +18,11 @@ class Nest:
     """`acc.Nest(shape)`: loops over `shape`, in order, running the iteration logic."""
 
     def __init__(self, shape):
+        if LogicCapture.current() is not None:
+            raise LogicError(
+                "Nest: a nest built inside another nest's iteration logic (a loop nest run at every "
+                "iteration of the outer one) is not built in accpy; build the inner nest outside, over "
+                "the combined indices (or as a separate function / fused schedule)")
         if isinstance(shape, (int, Dimension, OutputDimension)):
             shape = (shape,)
         if not isinstance(shape, (list, tuple)) or not shape:
