@@ -18,6 +18,8 @@ from .plan.cache import Cache, MemorySpace
 from .schedule.fuse import FusedSchedule, fuse
 from .schedule.schedule import Schedule
 from .targets import Target
+from . import targets as Targets  # Accera's module name: acc.Targets.Model lists the known models
+from .targets.cache_strategy import AUTO, CacheStrategy
 from . import tune  # the accpy.tune package; calling it runs accpy.tune.tune
 
 inf = float("inf")  # Accera's acc.inf: a float constant usable in logic (e.g. -acc.inf to start a max)

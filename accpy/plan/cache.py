@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..ir.types import ScalarType
 from ..targets.library import libraries
+from ..targets.cache_strategy import AUTO
 from ..targets.memory_space import MemorySpace
 
 
@@ -57,7 +58,8 @@ class Cache:
                panel_width=None, locality=None) -> "Cache":
         """A checked Cache of `plan` (what `Plan.cache` makes): every argument validated, the
         index and level (and trigger index and level) resolved from whichever was given."""
-        from ..nest.array import Array, ArrayView, Role, scalar_type
+        from ..nest.array import Array, Role, scalar_type
+        from ..nest.views import ArrayView
 
         if isinstance(source, ArrayView):
             raise TypeError(f"source: {source!r} is a view; cache the array it views ({source.root.name})")
@@ -108,8 +110,9 @@ class Cache:
                              f"{array.name} is {array.role.name}")
         if double_buffer_location is not None and not double_buffer:
             raise ValueError("cache: double_buffer_location requires double_buffer=True")
-        if strategy is not None:
-            raise ValueError("cache: strategy= is for GPU targets; a CPU cache has no strategy")
+        if strategy is not None and strategy is not AUTO:  # Accera: only AUTO on a CPU (targets/cache_strategy.py)
+            raise ValueError(f"cache: strategy={strategy!r} is for GPU targets; a CPU cache takes only acc.AUTO "
+                             f"(the default), as in Accera")
         if location is not None and not isinstance(location, MemorySpace):
             raise TypeError(f"location: expected an acc.MemorySpace, got {location!r}")
         if location is MemorySpace.GLOBAL:

@@ -8,10 +8,12 @@ import re
 
 
 class Category(enum.Enum):
-    """The kind of device: CPU, or an ACCELERATOR such as Gemmini."""
+    """The kind of device: CPU, or an ACCELERATOR such as Gemmini. GPU is Accera's name for its GPU
+    targets, which accpy does not build for (a Target of that category raises ValueError)."""
 
     CPU = "CPU"
     ACCELERATOR = "ACCELERATOR"
+    GPU = "GPU"
 
 
 class Architecture(enum.Enum):
@@ -26,11 +28,18 @@ class Architecture(enum.Enum):
 
 
 class Runtime(enum.Enum):
-    """How parallel loops run: OPENMP threads, or NONE."""
+    """How parallel loops run: OPENMP threads, or NONE. CUDA, ROCM and VULKAN are Accera's GPU
+    runtimes, named so that Accera code reads; a Target with one of them raises ValueError."""
 
     NONE = "NONE"
     DEFAULT = "DEFAULT"
     OPENMP = "OPENMP"
+    CUDA = "CUDA"
+    ROCM = "ROCM"
+    VULKAN = "VULKAN"
+
+
+GPU_RUNTIMES = (Runtime.CUDA, Runtime.ROCM, Runtime.VULKAN)
 
 
 # -- instruction-set features ---------------------------------------------------------------

@@ -112,6 +112,11 @@ SPECS = [
     # datapath; 32 zmm registers; no FP16, no AMX.
     _cpu("AMD EPYC 9755", "Zen 5", ("Zen 5", "Turin"), _AVX512 + ("avx512_vnni", "avx512_bf16"), 128, 256, 2.7,
          4.1, 48 * KiB, 1 * MiB, 32 * MiB, 64, 32),
+    # Intel Xeon E5-2630 v3 (Haswell-EP, 2014). Intel ARK, "Intel Xeon Processor E5-2630 v3 (20M
+    # Cache, 2.40 GHz)": 8 cores, 16 threads, 2.40 GHz base, 3.20 GHz turbo, 20 MB L3; Haswell
+    # cores: 32 KiB L1d, 256 KiB L2 each; AVX2, FMA3, F16C; 16 ymm registers. (Not in Accera's
+    # table, which has its sibling "Intel E5-2620 v3"; named in Accera conformance reports.)
+    _cpu("Intel Xeon E5-2630 v3", "Haswell-EP", (), _AVX2, 8, 16, 2.4, 3.2, 32 * KiB, 256 * KiB, 20 * MiB, 32, 16),
     # Gemmini (UC Berkeley's systolic-array accelerator, github.com/ucb-bar/gemmini, default
     # configuration; SPEC §3): a 16 x 16 array (DIM 16) of int8 inputs with int32
     # accumulation; scratchpad 256 KiB = 4 banks x 4096 rows x 16 int8; accumulator 64 KiB =
@@ -160,9 +165,15 @@ class _ModelName:
         return self.value
 
 
+def _model_members() -> list:
+    """(member name, display name): each model's key, then its display name as an alias, as Accera's
+    enum has them (`Model.INTEL_6700` and `Model["Intel 6700"]` are one member)."""
+    out = [(s.key, s.name) for s in ALL_SPECS]
+    return out + [(s.name, s.name) for s in ALL_SPECS if s.name != s.key]
+
+
 # Known target models, one member per entry of SPECS; str(member) is the display name
-Model = enum.Enum("Model", [(s.key, s.name) for s in ALL_SPECS], type=_ModelName, module=__name__,
-                  qualname="Model")
+Model = enum.Enum("Model", _model_members(), type=_ModelName, module=__name__, qualname="Model")
 Model.__doc__ = "Known target models: accpy's own entries, then Accera's table; str(member) is the display name."
 
 
@@ -173,6 +184,16 @@ def spec_of(model) -> ModelSpec:
 
 def _tokens(text: str) -> list:
     return [t for t in _key(text).split("_") if t]
+
+
+def _name_words(spec: ModelSpec) -> set:
+    return set(_tokens(spec.name))
+
+
+def _branded_words(spec: ModelSpec) -> set:
+    """The words of a model's name and of its branding (Accera's column: "Core i7", "Xeon E5")."""
+    branding = dict(spec.extra).get("branding", "") if spec.accera else ""
+    return set(_tokens(spec.name)) | set(_tokens(branding))
 
 
 class UnknownTargetError(ValueError, RuntimeError):
@@ -193,11 +214,16 @@ def lookup(known_name) -> ModelSpec:
         return _BY_KEY[k]
     compact = k.replace("_", "")  # "zen4", "i78700": spaces and dashes may be left out altogether
     words = set(_tokens(known_name))
-    for specs in (SPECS, ACCERA_SPECS):
+    # accpy's entries, Accera's by name, then Accera's by name and branding: its rows name a processor
+    # without its brand ("Intel 6700", branding "Core i7"), which users write ("Intel Core i7-6700")
+    for specs, named in ((SPECS, _name_words), (ACCERA_SPECS, _name_words), (ACCERA_SPECS, _branded_words)):
         exact = [s for s in specs if compact in {_key(n).replace("_", "") for n in (s.name,) + s.aliases}]
         if len(exact) == 1:
             return exact[0]
-        matches = exact or ([s for s in specs if words <= set(_tokens(s.name))] if words else [])
+        matches = exact or ([s for s in specs if words <= named(s)] if words else [])
+        if len(matches) > 1 and named is _branded_words:
+            # "AMD Ryzen 3 1200": the row every word of whose name was given, not "AMD PRO 1200"
+            matches = [s for s in matches if _name_words(s) <= words] or matches
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional
 
-from .features import (_BASELINE, _GCC_OPTION, _HAS, Architecture, Category, Runtime, _key,
+from .features import (_BASELINE, _GCC_OPTION, _HAS, GPU_RUNTIMES, Architecture, Category, Runtime, _key,
                        normalize_extensions, widest_vector)
 from .host import _host_values
 from .library import libraries_for
@@ -106,9 +106,9 @@ def _extra(value):
     return tuple(out)
 
 
-_OVERRIDABLE = ("category", "architecture", "runtime", "name", "family", "extensions", "num_threads", "num_cores",
-                "vector_bytes", "vector_registers", "frequency_GHz", "tensor_core_info", "turbo_frequency_GHz",
-                "cache_sizes", "cache_lines", "extra")
+_OVERRIDABLE = ("category", "type", "architecture", "runtime", "name", "family", "extensions", "num_threads",
+                "num_cores", "vector_bytes", "vector_registers", "frequency_GHz", "tensor_core_info",
+                "turbo_frequency_GHz", "cache_sizes", "cache_lines", "extra")
 
 
 def _apply(values: dict, overrides: dict) -> dict:
@@ -121,12 +121,23 @@ def _apply(values: dict, overrides: dict) -> dict:
     if "tensor_core_info" in o:
         raise ValueError("tensor_core_info: GPU tensor cores are not supported by accpy")
     out = dict(values)
+    if "type" in o:  # Accera's manual writes Target(type=Target.Category.CPU): the category
+        t = _enum(o.pop("type"), Category, "type")
+        if "category" in o and _enum(o["category"], Category, "category") is not t:
+            raise ValueError(f"Target: type={t} and category={o['category']} disagree (type is a synonym of category)")
+        o["category"] = t
     if "category" in o:
         out["category"] = _enum(o["category"], Category, "category")
+        if out["category"] is Category.GPU:
+            raise ValueError("category: GPU targets (Accera's CUDA, ROCm and Vulkan targets) are not supported by "
+                             "accpy; its targets are CPUs and accelerators (acc.Target.Category.CPU, ACCELERATOR)")
     if "architecture" in o:
         out["architecture"] = _enum(o["architecture"], Architecture, "architecture")
     if "runtime" in o:
         out["runtime"] = _enum(o["runtime"], Runtime, "runtime")
+        if out["runtime"] in GPU_RUNTIMES:
+            raise ValueError(f"runtime: {out['runtime'].name} is a GPU runtime, and GPU targets are not supported by "
+                             f"accpy; a CPU's parallel loops run with OPENMP (or NONE)")
     for k in ("name", "family"):
         if k in o:
             if not isinstance(o[k], str):
@@ -170,11 +181,12 @@ class Target:
     `Target(known_name="HOST", category=None, architecture=None, runtime=None, name=None,
     family=None, extensions=None, num_threads=None, num_cores=None, vector_bytes=None,
     vector_registers=None, frequency_GHz=None, tensor_core_info=None,
-    turbo_frequency_GHz=None, cache_sizes=None, cache_lines=None, *, model=None, extra=None)`
+    turbo_frequency_GHz=None, cache_sizes=None, cache_lines=None, *, model=None, extra=None, type=None)`
 
     `known_name`: "HOST" (this machine), an `acc.Target.Model`, a model's name (matched
     ignoring case, spaces, dashes and dots; the words of one model's name are enough, e.g.
     "i7-8700" or "8380"), or None for a generic x86-64 CPU. `model=` is a synonym.
+    `type=` is a synonym of `category` (Accera's manual writes `Target(type=Target.Category.CPU)`).
     """
 
     name: str
@@ -196,7 +208,7 @@ class Target:
     def __init__(self, known_name="HOST", category=None, architecture=None, runtime=None, name=None, family=None,
                  extensions=None, num_threads=None, num_cores=None, vector_bytes=None, vector_registers=None,
                  frequency_GHz=None, tensor_core_info=None, turbo_frequency_GHz=None, cache_sizes=None,
-                 cache_lines=None, *, model=None, extra=None):
+                 cache_lines=None, *, model=None, extra=None, type=None):
         if model is not None:
             if known_name not in ("HOST", None, model):
                 raise ValueError(f"Target: known_name={known_name!r} and model={model!r} name different targets")
@@ -213,7 +225,7 @@ class Target:
                          extensions=extensions, num_threads=num_threads, num_cores=num_cores,
                          vector_bytes=vector_bytes, vector_registers=vector_registers, frequency_GHz=frequency_GHz,
                          tensor_core_info=tensor_core_info, turbo_frequency_GHz=turbo_frequency_GHz,
-                         cache_sizes=cache_sizes, cache_lines=cache_lines, extra=extra)
+                         cache_sizes=cache_sizes, cache_lines=cache_lines, extra=extra, type=type)
         self._set(_apply(base, overrides))
 
     def _set(self, values: dict) -> None:
