@@ -1,5 +1,10 @@
 """End-to-end tests of samples/: each sample runs as a script, in a fresh process, with its
-own output directory and an empty build cache, and must exit 0 and print its key lines."""
+own output directory and an empty build cache, and must exit 0 and print its key lines. Every
+run leaves the repository as it was (`git status`, ignored files included): the files go to
+--output-dir, or without it to a folder under the system's temporary directory. Samples whose
+kernel runs on a functional model say "functional model, not timed" instead of a speed; fused
+samples slower than numpy say so and why. (The rules each sample's source keeps, and
+samples/sample_support.py itself: tests/samples/test_sample_support.py.)"""
 from __future__ import annotations
 
 import os
@@ -14,13 +19,46 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
 
 
-def run_sample(name: str, tmp_path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+NOT_TIMED = "functional model, not timed"
+
+
+def _git(*args: str) -> str:
+    p = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"git {' '.join(args)}: {p.stderr.strip()} (not a git working tree?)")
+    return p.stdout
+
+
+def _git_entries() -> set:
+    """`git status` entries, every file listed, ignored ones included, that a sample could have
+    made: under samples/ (next to itself) or outside the repository's other folders (at the top:
+    its working directory here). Not __pycache__ (Python's own, when a sample imports another);
+    not the test runners' caches, nor other folders, where other work in the same tree may be
+    adding files meanwhile."""
+    others = set(_git("ls-tree", "-d", "--name-only", "HEAD").split()) - {"samples"}
+    others |= {".hypothesis", ".pytest_cache", ".benchmarks"}
+    out = set()
+    for line in _git("status", "--porcelain", "--ignored", "--untracked-files=all").splitlines():
+        path = line[3:].strip('"')
+        if "__pycache__" not in path and path.split("/")[0] not in others:
+            out.add(line)
+    return out
+
+
+def run_sample(name: str, tmp_path: Path, *args: str, timeout: float = 900, output_dir: bool = True,
+               env: dict = None) -> subprocess.CompletedProcess:
+    """Run samples/<name> (with --output-dir tmp_path/out unless output_dir=False), from the
+    repository's top, and check that it left the repository as it was."""
+    env = dict(os.environ, **(env or {}))
     env["ACCPY_CACHE_DIR"] = str(tmp_path / "cache")
     env.pop("ACCPY_DEBUG_LOWER", None)
-    out = tmp_path / "out"
-    return subprocess.run([sys.executable, str(SAMPLES / name), "--output-dir", str(out), *args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    out = ["--output-dir", str(tmp_path / "out")] if output_dir else []
+    before = _git_entries()
+    p = subprocess.run([sys.executable, str(SAMPLES / name), *out, *args],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    made = sorted(_git_entries() - before)
+    assert not made, f"{name} changed the repository: {made}\n--- stdout\n{p.stdout}"
+    return p
 
 
 def check_ok(p: subprocess.CompletedProcess) -> str:
@@ -107,11 +145,54 @@ def test_conv1d_skew_split_2(tmp_path):
 
 
 def test_fused_relu(tmp_path):
-    out = check_ok(run_sample("fused_relu.py", tmp_path, "--m", "64", "--n", "48", "--k", "40", "--tile", "16"))
+    out = check_ok(run_sample("fused_relu.py", tmp_path, "--m", "64", "--n", "48", "--k", "40", "--rows", "4",
+                              "--tile", "16"))
     assert "reorder(i, j, k, f) -> ValueError: Invalid order: the fusing index f must precede" in out
     assert re.search(r"fusing the matmul reordered to \(j, i, k\) -> ScheduleError: .*C\[\d+, \d+\]", out)
     assert "fused schedule: [Index(i), Index(j), Index(f), Index(kk), Index(ii), Index(jj)]" in out
     assert "result vs numpy maximum(C + A @ B, 0): OK" in out
+    assert "register tile of C: 4 x 16" in out
+    _check_honest_timing(out, "of which A @ B")
+
+
+def _check_honest_timing(out: str, breakdown: str) -> None:
+    """A fused sample's timing: the medians with numpy's own breakdown, then 'faster than numpy',
+    or 'slower than numpy' with the reason (or the noise), never a bare ratio below 1."""
+    assert re.search(rf"accpy fused: [\d.]+ GFLOP/s \([\d.]+ ms\); numpy .*{breakdown} [\d.]+ ms\)", out), out
+    ratio = re.search(r"accpy's fused kernel is (?:([\d.]+)x faster than numpy|slower than numpy: ([\d.]+)x its speed)\.",
+                      out)
+    assert ratio, out
+    if ratio.group(2) is not None:
+        assert float(ratio.group(2)) < 1
+        assert "\nWhy: numpy's" in out or "within the machine's noise" in out, out
+    else:
+        assert float(ratio.group(1)) >= 1 and "Why:" not in out
+
+
+def test_fused_relu_sizes_its_tile_from_the_registers():
+    """Two vectors of C a row; rows while 2 * rows accumulators + 3 fit the registers (at most 8)."""
+    import accpy as acc
+
+    sys.path.insert(0, str(SAMPLES))
+    from fused_relu import tile_shape
+
+    host = acc.Target.HOST
+    assert tile_shape(host(vector_bytes=64, vector_registers=32)) == (8, 32)  # AVX-512: 16 of 32 zmm
+    assert tile_shape(host(vector_bytes=32, vector_registers=16)) == (6, 16)  # AVX2: 12 of 16 ymm
+    assert tile_shape(host(vector_bytes=16, vector_registers=16)) == (6, 8)  # SSE
+
+
+def test_fused_relu_says_why_it_is_slower(tmp_path):
+    """An 8 x 32 tile on a 16-register target (AVX2) spills its 32 accumulators: the sample is
+    slower than numpy and says why, naming the registers."""
+    import accpy as acc
+
+    if acc.Target.HOST.vector_registers != 16 or acc.Target.HOST.vector_bytes != 32:
+        pytest.skip("the reason checked here is that of a target with 16 vector registers of 32 bytes (AVX2)")
+    out = check_ok(run_sample("fused_relu.py", tmp_path, "--rows", "8", "--tile", "32"))
+    if "slower than numpy" in out and "Why:" in out:
+        assert "its 8 x 32 tile of C needs 32 vector accumulators, more than the 16 vector registers hold" in out
+    _check_honest_timing(out, "of which A @ B")
 
 
 def test_three_matmul(tmp_path):
@@ -119,6 +200,7 @@ def test_three_matmul(tmp_path):
     assert "fusing (i, j) with (i, l) -> ScheduleError" in out and "T[" in out and "reads it" in out
     assert "fused on i: [Index(i0), Index(f), Index(k0), Index(j1), Index(ii), Index(j0), Index(l1)]" in out
     assert "result vs numpy E + (A @ B) @ D: OK" in out
+    _check_honest_timing(out, "of which the two products")
 
 
 def test_samples_report_failures(tmp_path):
@@ -169,8 +251,21 @@ _NO_BF16 = "this CPU has no AVX-512 BF16"
 def test_int8_matmul(tmp_path, threads):
     """The quantized int8 matmul on the tile unit (AMX here, else its functional model), exact
     against numpy, tails in every direction."""
-    out = check_ok(run_sample("int8_matmul.py", tmp_path, "100", "130", "90", "--threads", threads, "--path", "amx"))
+    out = check_ok(run_sample("int8_matmul.py", tmp_path, "100", "130", "90", "--threads", threads, "--path", "amx",
+                              "--compare"))
     assert "exact against numpy" in out and "the tile unit" in out
+    _check_timed_unless_model(out, "int8 GOPS")
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.so")) == ["libmatmul_i8.so", "libqmm.so"]
+
+
+def _check_timed_unless_model(out: str, speed: str) -> None:
+    """On the tile unit's functional model (no AMX), the sample says so instead of a speed or a
+    ratio; on AMX it prints its speed."""
+    if _has("amx_tile", "amx_int8", "amx_bf16"):
+        assert speed in out and NOT_TIMED not in out
+    else:
+        assert f"{NOT_TIMED} (it ran on the x86 tile unit's functional model" in out, out
+        assert speed not in out and "faster" not in out and "as fast" not in out, out
 
 
 @pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_vnni"), reason=_NO_VNNI)
@@ -188,7 +283,8 @@ def test_int8_conv(tmp_path, threads):
     channels (two tile steps per tap)."""
     out = check_ok(run_sample("int8_conv.py", tmp_path, "--size", "5", "30", "128", "48", "--threads", threads,
                               "--path", "amx", "--repeat", "1"))
-    assert "exact against numpy" in out and "faster" in out
+    assert "exact against numpy" in out
+    _check_timed_unless_model(out, "x faster")
 
 
 @pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_vnni"), reason=_NO_VNNI)
@@ -201,9 +297,73 @@ def test_int8_conv_vnni(tmp_path):
 def test_bf16_matmul(tmp_path):
     out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "50", "--threads", "2", "--path", "amx"))
     assert "matches numpy" in out
+    _check_timed_unless_model(out, "GFLOP/s")
 
 
 @pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_bf16"), reason=_NO_BF16)
 def test_bf16_matmul_avx512(tmp_path):
     out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "51", "--path", "vector"))
     assert "matches numpy" in out and "BF16" in out
+
+
+def test_conv2d(tmp_path):
+    out = check_ok(run_sample("conv2d.py", tmp_path, "--size", "4", "10", "8", "12"))
+    assert "max relative error vs numpy (float64)" in out and out.rstrip().endswith("OK")
+    assert re.search(r"conv3x3 4x10, 8->12 channels, 1 thread\(s\): [\d.]+ GFLOP/s \(median of 21\)", out)
+    assert (tmp_path / "out" / "libconv2d.so").is_file()
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_optimized_matmul(tmp_path, threads):
+    out = check_ok(run_sample("optimized_matmul.py", tmp_path, "70", "90", "50", "--threads", threads))
+    assert re.search(r"max relative error vs numpy: \S+\n", out)
+    assert re.search(rf"sgemm 70x90x50, {threads} thread\(s\): [\d.]+ GFLOP/s \(median of 7\)", out)
+    assert (tmp_path / "out" / "liboptimized_matmul.so").is_file()
+
+
+def test_vectorized_subtrees(tmp_path):
+    """Runs on any x86-64 with AVX2 (instructions a target lacks are reported, not required)."""
+    if not _has("avx2", "fma"):
+        pytest.skip("the recipes vectorize with AVX2 or AVX-512")
+    out = check_ok(run_sample("vectorized_subtrees.py", tmp_path))
+    for line in ("ok  matmul: C == numpy; instructions: vfmadd", "ok  transpose: C == numpy; instructions: vgatherdps"):
+        assert line in out, out
+    if _has("avx512f", "avx512bw"):
+        assert "ok  int16: C == numpy (exact); instructions: vpmaddwd" in out
+    else:
+        assert "(the target lacks avx512f, avx512bw: vpmaddwd not required)" in out
+        assert "  note: vectorize(i): no vector instructions for mixed element types" in out
+        assert "ok  int16: C == numpy (exact)" in out
+    assert out.rstrip().endswith("PASS")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["int16", "matmul", "transpose"]
+
+
+@pytest.mark.parametrize("name, shape", [("gemmini_matmul.py", "40x24x72"), ("gemmini_conv.py", "3x10x16x24")])
+def test_gemmini_samples_say_their_model_is_not_timed(tmp_path, name, shape):
+    out = check_ok(run_sample(name, tmp_path, "--shape", shape))
+    assert "equals numpy bit for bit" in out
+    assert (f"  {NOT_TIMED} (it ran on Gemmini's functional model: its results are checked; its wall time says "
+            f"nothing of the hardware); the cycles above are the model's estimate") in out
+    stem = name[:-3]
+    assert (tmp_path / "out" / f"lib{stem}.so").is_file() and (tmp_path / "out" / f"{stem}.hat").is_file()
+
+
+@pytest.mark.slow  # measures 5 variants (about 15 s)
+def test_tune_matmul_keeps_its_results_in_the_output_dir(tmp_path):
+    out = check_ok(run_sample("tune_matmul.py", tmp_path, "--quick"))
+    assert "sgemm 128x128x128, 1 thread(s): 5 of 5 variants measured" in out
+    assert (tmp_path / "out" / "results.jsonl").is_file()
+
+
+@pytest.mark.parametrize("name, args, made", [
+    ("schedules_tour.py", ("--quiet",), "libschedules_tour.so"),
+    ("conv1d_skew.py", ("--n", "40", "--taps", "3"), "libconv1d_skew.so"),
+    ("gemmini_matmul.py", ("--shape", "16x16x16"), "libgemmini_matmul.so"),
+])
+def test_without_output_dir_the_files_go_under_the_system_temp(tmp_path, name, args, made):
+    """No --output-dir: a folder under the system's temporary directory ($TMPDIR here)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    check_ok(run_sample(name, tmp_path, *args, output_dir=False, env={"TMPDIR": str(tmp)}))
+    found = [p.relative_to(tmp) for p in tmp.glob(f"accpy_samples_*/*/{made}")]
+    assert [p.parent.name for p in found] == [name[:-3]], found
