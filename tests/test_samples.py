@@ -86,6 +86,7 @@ def test_hello_matmul(tmp_path):
     assert modules and modules[0].name in out
 
 
+@pytest.mark.slow  # builds 15 functions (about 6 s)
 def test_schedules_tour(tmp_path):
     out = check_ok(run_sample("schedules_tour.py", tmp_path))
     verdicts = [ln for ln in out.splitlines() if re.match(r"(ok|FAIL)\s{2,}\w+\s+shape", ln)]
@@ -120,6 +121,7 @@ def test_schedules_tour(tmp_path):
     assert (tmp_path / "out" / "libschedules_tour.so").is_file()
 
 
+@pytest.mark.slow  # builds 15 functions (about 5 s)
 def test_schedules_tour_quiet(tmp_path):
     out = check_ok(run_sample("schedules_tour.py", tmp_path, "--quiet"))
     assert "print(schedule)" not in out
@@ -138,12 +140,14 @@ def test_conv1d_skew(tmp_path):
     assert out.rstrip().endswith("PASS")
 
 
+@pytest.mark.slow  # about 6 s
 def test_conv1d_skew_split_2(tmp_path):
     """gcc 12 -O3 miscompiled these loops (the vectorizer lost updates of overlapping elements);
     the emitter now keeps gcc's vectorizer off loops whose iterations may touch one element."""
     check_ok(run_sample("conv1d_skew.py", tmp_path, "--taps", "7", "--split", "2"))
 
 
+@pytest.mark.slow  # builds and times (about 9 s)
 def test_fused_relu(tmp_path):
     out = check_ok(run_sample("fused_relu.py", tmp_path, "--m", "64", "--n", "48", "--k", "40", "--rows", "4",
                               "--tile", "16"))
@@ -182,6 +186,7 @@ def test_fused_relu_sizes_its_tile_from_the_registers():
     assert tile_shape(host(vector_bytes=16, vector_registers=16)) == (6, 8)  # SSE
 
 
+@pytest.mark.slow  # builds and times (about 7 s)
 def test_fused_relu_says_why_it_is_slower(tmp_path):
     """An 8 x 32 tile on a 16-register target (AVX2) spills its 32 accumulators: the sample is
     slower than numpy and says why, naming the registers."""
@@ -195,6 +200,7 @@ def test_fused_relu_says_why_it_is_slower(tmp_path):
     _check_honest_timing(out, "of which A @ B")
 
 
+@pytest.mark.slow  # builds and times (about 7 s)
 def test_three_matmul(tmp_path):
     out = check_ok(run_sample("three_matmul.py", tmp_path, "--m", "19", "--n", "21", "--k", "17", "--l", "33"))
     assert "fusing (i, j) with (i, l) -> ScheduleError" in out and "T[" in out and "reads it" in out
@@ -217,6 +223,7 @@ def test_samples_report_failures(tmp_path):
     assert "FAIL  bad" in p.stdout and "but the chapter says (3, 12, 16)" in p.stdout
 
 
+@pytest.mark.slow  # builds 45 examples (about 30 s)
 def test_property_test_example(tmp_path):
     """samples/property_test_example.py is a pytest file a user runs: it passes."""
     env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"))
@@ -227,6 +234,7 @@ def test_property_test_example(tmp_path):
     assert re.search(r"\b3 passed\b", out), out
 
 
+@pytest.mark.slow  # draws 7 pictures (about 13 s)
 def test_visualize_schedules(tmp_path):
     pytest.importorskip("matplotlib")
     out = check_ok(run_sample("visualize_schedules.py", tmp_path))
@@ -247,6 +255,7 @@ _NO_VNNI = "this CPU has no AVX-512 VNNI"
 _NO_BF16 = "this CPU has no AVX-512 BF16"
 
 
+@pytest.mark.slow  # the tile unit's model, two packages (about 60 s)
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_int8_matmul(tmp_path, threads):
     """The quantized int8 matmul on the tile unit (AMX here, else its functional model), exact
@@ -268,6 +277,7 @@ def _check_timed_unless_model(out: str, speed: str) -> None:
         assert speed not in out and "faster" not in out and "as fast" not in out, out
 
 
+@pytest.mark.slow  # about 20 s
 @pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_vnni"), reason=_NO_VNNI)
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_int8_matmul_vnni(tmp_path, threads):
@@ -276,6 +286,7 @@ def test_int8_matmul_vnni(tmp_path, threads):
     assert "exact against numpy" in out and "VNNI" in out
 
 
+@pytest.mark.slow  # the tile unit's model (about 25 s)
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_int8_conv(tmp_path, threads):
     """The quantized 3x3 conv as an implicit GEMM on the tile unit (its model without AMX), exact
@@ -287,6 +298,7 @@ def test_int8_conv(tmp_path, threads):
     _check_timed_unless_model(out, "x faster")
 
 
+@pytest.mark.slow  # about 20 s
 @pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_vnni"), reason=_NO_VNNI)
 def test_int8_conv_vnni(tmp_path):
     out = check_ok(run_sample("int8_conv.py", tmp_path, "--size", "5", "30", "68", "40", "--path", "vector",
@@ -294,18 +306,21 @@ def test_int8_conv_vnni(tmp_path):
     assert "exact against numpy" in out and "VNNI" in out
 
 
+@pytest.mark.slow  # the tile unit's model (about 20 s)
 def test_bf16_matmul(tmp_path):
     out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "50", "--threads", "2", "--path", "amx"))
     assert "matches numpy" in out
     _check_timed_unless_model(out, "GFLOP/s")
 
 
+@pytest.mark.slow  # about 15 s
 @pytest.mark.skipif(not _has("avx512f", "avx512bw", "avx512_bf16"), reason=_NO_BF16)
 def test_bf16_matmul_avx512(tmp_path):
     out = check_ok(run_sample("bf16_matmul.py", tmp_path, "70", "100", "51", "--path", "vector"))
     assert "matches numpy" in out and "BF16" in out
 
 
+@pytest.mark.slow  # about 10 s
 def test_conv2d(tmp_path):
     out = check_ok(run_sample("conv2d.py", tmp_path, "--size", "4", "10", "8", "12"))
     assert "max relative error vs numpy (float64)" in out and out.rstrip().endswith("OK")
@@ -313,6 +328,7 @@ def test_conv2d(tmp_path):
     assert (tmp_path / "out" / "libconv2d.so").is_file()
 
 
+@pytest.mark.slow  # about 10 s
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_optimized_matmul(tmp_path, threads):
     out = check_ok(run_sample("optimized_matmul.py", tmp_path, "70", "90", "50", "--threads", threads))
@@ -321,6 +337,7 @@ def test_optimized_matmul(tmp_path, threads):
     assert (tmp_path / "out" / "liboptimized_matmul.so").is_file()
 
 
+@pytest.mark.slow  # three packages (about 12 s)
 def test_vectorized_subtrees(tmp_path):
     """Runs on any x86-64 with AVX2 (instructions a target lacks are reported, not required)."""
     if not _has("avx2", "fma"):
@@ -338,6 +355,7 @@ def test_vectorized_subtrees(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["int16", "matmul", "transpose"]
 
 
+@pytest.mark.slow  # the Gemmini model's package (about 10 s)
 @pytest.mark.parametrize("name, shape", [("gemmini_matmul.py", "40x24x72"), ("gemmini_conv.py", "3x10x16x24")])
 def test_gemmini_samples_say_their_model_is_not_timed(tmp_path, name, shape):
     out = check_ok(run_sample(name, tmp_path, "--shape", shape))
@@ -355,6 +373,7 @@ def test_tune_matmul_keeps_its_results_in_the_output_dir(tmp_path):
     assert (tmp_path / "out" / "results.jsonl").is_file()
 
 
+@pytest.mark.slow  # about 5 s each
 @pytest.mark.parametrize("name, args, made", [
     ("schedules_tour.py", ("--quiet",), "libschedules_tour.so"),
     ("conv1d_skew.py", ("--n", "40", "--taps", "3"), "libconv1d_skew.so"),
