@@ -29,7 +29,7 @@ _SFX = {ScalarType.int8: "i8", ScalarType.int16: "i16", ScalarType.int32: "i32",
 _MATH_F32 = {"sqrt": "sqrtf", "exp": "expf", "log": "logf", "log2": "log2f", "log10": "log10f",
              "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "tan": "tanf", "sinh": "sinhf",
              "cosh": "coshf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "abs": "fabsf",
-             "pow": "powf"}
+             "pow": "powf", "fast_exp": "expf", "fast_exp_mlas": "expf", "remainder": "remainderf"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
 

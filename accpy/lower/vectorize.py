@@ -291,7 +291,7 @@ class _Chunk:
             args = [self.vec(x) for x in e.args]
             if not any(v for _, v in args):
                 return Call(e.fn, tuple(a for a, _ in args), e.dtype), False
-            if e.fn not in ("sqrt", "abs", "round") or self.shape(e.dtype).template(e.fn) is None:
+            if len(e.args) != 1 or self.shape(e.dtype).template(e.fn) is None:
                 raise NotVectorizable(f"`{e.fn}` has no {self.isa.name} instruction here")
             return VCall(e.fn, tuple(self.bcast(a) for a, _ in args), e.dtype, self.W), True
         if isinstance(e, Cast):

@@ -6,7 +6,8 @@ from ..ir.expr import BinOp, Call, UnOp
 from ..ir.types import ScalarType
 from .logic import Value, _coerce, _operand_types, binary, cast, lift, select
 
-__all__ = ["max", "min", "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "tanh", "sin",
+__all__ = ["max", "min", "abs", "sqrt", "exp", "fast_exp", "fast_exp_mlas", "remainderf", "type_size_bytes", "log",
+           "log2", "log10", "tanh", "sin",
            "cos", "tan", "sinh", "cosh", "floor", "ceil", "round", "cast", "select",
            "logical_and", "logical_or", "logical_not"]
 
@@ -47,7 +48,9 @@ def _float_fn(name: str):
 
 sqrt = _float_fn("sqrt")
 exp = _float_fn("exp")
-fast_exp = exp
+# Accera's faster exponentials: in C libm's exp, in vector code a shorter polynomial (x86_math.py)
+fast_exp = _float_fn("fast_exp")
+fast_exp_mlas = _float_fn("fast_exp_mlas")
 log = _float_fn("log")
 log2 = _float_fn("log2")
 log10 = _float_fn("log10")
@@ -60,6 +63,23 @@ cosh = _float_fn("cosh")
 floor = _float_fn("floor")
 ceil = _float_fn("ceil")
 round = _float_fn("round")  # noqa: A001 - rounds half to even, like numpy.rint
+
+
+def remainderf(a, b) -> Value:
+    """`acc.remainderf(a, b)`: IEEE remainder `a - n b`, n the integer nearest a / b (ties to even),
+    as C's remainder / remainderf (float operands of one type)."""
+    a, b, t = _operand_types("remainderf", a, b)
+    if not t.is_float:
+        raise LogicError(f"acc.remainderf needs floating-point operands, got {t.name}")
+    return Value(Call("remainder", (_coerce(a, t), _coerce(b, t)), t))
+
+
+def type_size_bytes(t) -> int:
+    """`acc.type_size_bytes(type)`: the size of one element of `type` in bytes."""
+    from .logic import scalar_type
+
+    st = scalar_type(t, "type")
+    return 8 if st is ScalarType.index else max(1, st.bits // 8)
 
 
 def _bool(x) -> Value:

@@ -124,7 +124,18 @@ def _abs(a, t):
 
 _MATH = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
          "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh,
-         "floor": np.floor, "ceil": np.ceil, "round": np.rint}
+         "floor": np.floor, "ceil": np.ceil, "round": np.rint, "fast_exp": np.exp, "fast_exp_mlas": np.exp}
+
+
+def _remainder(a, b, t):
+    """C's remainder / remainderf: a - n b with n = a / b rounded to nearest, ties to even."""
+    f = t.dtype.type
+    a64, b64 = float(a), float(b)
+    if math.isnan(a64) or math.isnan(b64) or math.isinf(a64) or b64 == 0:
+        return f(np.nan)
+    if math.isinf(b64):
+        return f(a)
+    return f(math.remainder(a64, b64))
 
 
 def _math(fn, a, t):
@@ -163,7 +174,7 @@ class _BF16Values:
 
 _HELPERS = {"_bf16_bits": _bf16_bits, "_bf16_value": _bf16_value, "_wrap": _wrap, "_int_div": _int_div, "_int_floordiv": _int_floordiv, "_int_mod": _int_mod,
             "_int_pow": _int_pow, "_float_mod": _float_mod, "_float_floordiv": _float_floordiv, "_shl": _shl, "_shr": _shr,
-            "_cast": _cast, "_abs": _abs, "_math": _math, "np": np, "ScalarType": ScalarType}
+            "_cast": _cast, "_abs": _abs, "_math": _math, "_remainder": _remainder, "np": np, "ScalarType": ScalarType}
 
 
 # -- code generation to Python ------------------------------------------------------------------
@@ -290,6 +301,8 @@ class _PyGen:
             T = self.type_ref(t)
             if e.fn == "abs":
                 return f"_abs({self.expr(e.args[0])}, {T})"
+            if e.fn == "remainder":
+                return f"_remainder({self.expr(e.args[0])}, {self.expr(e.args[1])}, {T})"
             return f"_math({e.fn!r}, {self.expr(e.args[0])}, {T})"
         raise NotImplementedError(f"reference: {type(e).__name__}")
 

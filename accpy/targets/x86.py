@@ -17,6 +17,7 @@ from typing import Optional
 
 from ..ir.types import ScalarType
 from .library import TargetLibrary, register_library
+from .x86_math import add_math
 from .x86lanes import Lanes
 
 F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, ScalarType.int64
@@ -312,6 +313,8 @@ LIBRARY = {
     ("avx2", F64): _with_extra(_avx2_float(F64, 4, "pd", "__m256d"), _avx2_strided(F64)),
     ("avx2", I32): _with_extra(_avx2_int32(), _avx2_strided(I32)),
 }
+
+add_math(LIBRARY)  # float32 exp, fast_exp, log, tanh, floor, ceil (x86_math.py)
 
 
 def _operand_shape(dtype: ScalarType, lanes: int, sfx: str, mtype: str) -> VectorISA:
