@@ -125,9 +125,7 @@ class OutputDimension:
         from .logic import LogicCapture
 
         if LogicCapture.current() is None:
-            from .output_arrays import define_output_dimension
-
-            define_output_dimension(self, expr)
+            self._define(expr)
             return
         if self.definition is not None:
             raise LogicError(f"{self.name}.value: {self.name} is already computed when the function starts "
@@ -142,6 +140,36 @@ class OutputDimension:
     def set(self, expr) -> None:
         """`N.set(expr)`: Accera's other spelling of `N.value = expr`."""
         self.value = expr
+
+    def _define(self, expr) -> None:
+        """`N.value = expr` outside iteration logic: N is computed from `expr` when the function starts.
+
+        `expr`: an int, an INPUT acc.Dimension, an acc.Scalar argument, or an expression of them;
+        a float expression (`acc.floor((End - Start) / Step)`) is converted to int64 as C converts.
+        """
+        from ..ir.affine import to_affine
+
+        if self.definition is not None:
+            raise ValueError(f"{self.name}.value: {self.name} is already defined (an OUTPUT dimension is "
+                             f"computed once)")
+        if isinstance(expr, OutputDimension):
+            if expr.definition is None:
+                raise ValueError(f"{self.name}.value: {expr.name} is an OUTPUT dimension set in iteration logic; "
+                                 f"its value is not known when the function starts")
+            expr = expr.size
+        try:
+            if isinstance(expr, (bool, np.bool_)):
+                raise LogicError("a bool")
+            v = lift(expr)
+        except LogicError:
+            raise TypeError(f"{self.name}.value: expected an int, an acc.Dimension, an acc.Scalar or an "
+                            f"expression of them, got {type(expr).__name__} {expr!r}") from None
+        if v.element_type is ScalarType.bool:
+            raise TypeError(f"{self.name}.value: expected an integer expression, got a condition")
+        if v.element_type is ScalarType.index and to_affine(v.expr) is not None:
+            self.affine = v.expr
+        self.definition = v if v.element_type is ScalarType.int64 else Value(Cast(v.expr, ScalarType.int64))
+        self.size = Dimension(name=self.name)
 
     def __repr__(self) -> str:
         return f"OutputDimension({self.name})"
@@ -243,6 +271,9 @@ class Array:
     """An n-D array used by nests; becomes a function argument (or constant, or temporary)."""
 
     Layout = _Layout
+    #: the class of views (`sub_array`, `slice`, `_split_dimension`): accpy/nest/views.py's ArrayView,
+    #: set when that module is imported (accpy.nest imports it), as it builds on Array
+    _view_class = None
 
     def __init__(self, role: Role = None, name: str = "", data=None, element_type=None,
                  layout=_Layout.FIRST_MAJOR, offset: int = 0, shape=None, flags=AllocateFlags.NONE):
@@ -469,20 +500,20 @@ class Array:
         view shares this array's storage and role; accesses through it become accesses to this
         array (and are proved to stay inside the view). Windows that do not fit raise ValueError.
         """
-        return ArrayView(self, "sub_array", offsets=offsets, shape=shape, strides=strides)
+        return self._view_class(self, "sub_array", offsets=offsets, shape=shape, strides=strides)
 
     def slice(self, dims, offsets) -> "ArrayView":
         """A view of lower rank: the dimensions `dims` fixed at `offsets` (one offset per dim).
 
         E.g. `A.slice([0], [3])` of a 2-D `A` is row 3 of A, indexed by the column.
         """
-        return ArrayView(self, "slice", dims=dims, offsets=offsets)
+        return self._view_class(self, "slice", dims=dims, offsets=offsets)
 
     def _split_dimension(self, dim: int, size) -> "ArrayView":
         """A view with dimension `dim` split in two: (ceil(extent / size), size), first-major, so
         `view[..., a, b, ...]` is `self[..., a * size + b, ...]` (Accera's `_split_dimension`).
         `size`: an int >= 1 (or a constant logic value, `acc.cast(16, acc.ScalarType.index)`)."""
-        return ArrayView(self, "split", split=(dim, size))
+        return self._view_class(self, "split", split=(dim, size))
 
     def __repr__(self) -> str:
         return f"Array({self.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
@@ -535,5 +566,3 @@ class Scalar(Value):
     def __repr__(self) -> str:
         return f"Scalar({self.name}: {self.element_type.name})"
 
-
-from .views import ArrayView  # noqa: E402  (views build on Array)

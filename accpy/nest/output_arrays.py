@@ -1,5 +1,5 @@
-"""OUTPUT dimensions computed when a function starts, and the OUTPUT arrays they size (which
-the function allocates): their definitions, the nest computing them, and their allocation
+"""OUTPUT dimensions computed when a function starts (`OutputDimension._define`), and the OUTPUT
+arrays they size (which the function allocates): the nest computing them, and their allocation
 for the reference evaluator. The package side is accpy/package/allocating.py."""
 from __future__ import annotations
 
@@ -11,36 +11,6 @@ from ..ir.expr import Cast
 from ..ir.types import ScalarType
 from .array import Array, Dimension, OutputDimension, Role
 from .logic import Value, lift
-
-
-def define_output_dimension(dim: OutputDimension, expr) -> None:
-    """`N.value = expr` outside iteration logic: N is computed from `expr` when the function starts.
-
-    `expr`: an int, an INPUT acc.Dimension, an acc.Scalar argument, or an expression of them;
-    a float expression (`acc.floor((End - Start) / Step)`) is converted to int64 as C converts.
-    """
-    if dim.definition is not None:
-        raise ValueError(f"{dim.name}.value: {dim.name} is already defined (an OUTPUT dimension is computed once)")
-    if isinstance(expr, OutputDimension):
-        if expr.definition is None:
-            raise ValueError(f"{dim.name}.value: {expr.name} is an OUTPUT dimension set in iteration logic; "
-                             f"its value is not known when the function starts")
-        expr = expr.size
-    if isinstance(expr, (bool, np.bool_)):
-        raise TypeError(f"{dim.name}.value: expected an integer expression, got {expr!r}")
-    try:
-        v = lift(expr)
-    except LogicError:
-        raise TypeError(f"{dim.name}.value: expected an int, an acc.Dimension, an acc.Scalar or an expression "
-                        f"of them, got {type(expr).__name__} {expr!r}") from None
-    if v.element_type is ScalarType.bool:
-        raise TypeError(f"{dim.name}.value: expected an integer expression, got a condition")
-    if v.element_type is ScalarType.index and to_affine(v.expr) is not None:
-        dim.affine = v.expr
-    if v.element_type is not ScalarType.int64:
-        v = Value(Cast(v.expr, ScalarType.int64))
-    dim.definition = v
-    dim.size = Dimension(name=dim.name)
 
 
 def defined_dimensions(args) -> list:
@@ -66,11 +36,10 @@ def allocated_arrays(args) -> list:
             any(isinstance(s, OutputDimension) for s in a.shape)]
 
 
-def sizes_nest(dims: list):
-    """A one-iteration nest setting each of `dims` to its definition (what the function runs first)."""
-    from .nest import Nest
-
-    nest = Nest((1,))
+def sizes_nest(dims: list, nest_class):
+    """A one-iteration nest (of `nest_class`, acc.Nest) setting each of `dims` to its definition (what
+    the function runs first)."""
+    nest = nest_class((1,))
 
     @nest.iteration_logic
     def _():
@@ -80,12 +49,10 @@ def sizes_nest(dims: list):
     return nest
 
 
-def allocate_outputs(nests, args: dict) -> None:
-    """For the reference evaluator: OUTPUT arrays of the nests' logic sized by defined OUTPUT
-    dimensions, and those dimensions, are computed from `args` and added to it (zero-filled
+def allocate_outputs(nests, args: dict, evaluate) -> None:
+    """For the reference evaluator (`evaluate`): OUTPUT arrays of the nests' logic sized by defined
+    OUTPUT dimensions, and those dimensions, are computed from `args` and added to it (zero-filled
     arrays; the dimensions' values as ints, keyed by their sizes)."""
-    from .reference import evaluate
-
     arrays = []
     for n in nests:
         for a in getattr(n, "_arrays", {}).values():
@@ -100,7 +67,7 @@ def allocate_outputs(nests, args: dict) -> None:
     if not dims and not arrays:
         return
     values = {d.array: np.zeros(1, np.int64) for d in dims}
-    evaluate(sizes_nest(dims), {**args, **values})
+    evaluate(sizes_nest(dims, type(nests[0])), {**args, **values})
     for d in dims:
         n = int(values[d.array][0])
         if n < 0:

@@ -386,7 +386,7 @@ def evaluate(nests, args: dict, vectorize: bool = True) -> None:
         nests = [nests]
     from .output_arrays import allocate_outputs
 
-    allocate_outputs(nests, args)  # OUTPUT arrays the function allocates: computed sizes, added to args
+    allocate_outputs(nests, args, evaluate)  # OUTPUT arrays the function allocates: computed sizes, added to args
     run = compile_reference(nests)
     env = {}
     by_name = {}

@@ -274,3 +274,6 @@ def _size_expr(s, what: str = "shape"):
             raise LogicError(f"{what}: expected an integer size, got {s.element_type.name}")
         return s.expr
     return size_expr(s, what)
+
+
+Array._view_class = ArrayView

@@ -178,7 +178,9 @@ def split_allocating(package_function_cls, plan, args, base_name: str, parameter
     base = base_name or "function"
     inputs = [a for a in args if isinstance(a, (Dimension, Scalar))]
     sizes_args = tuple(inputs) + tuple(dims)
-    sizes = package_function_cls(sizes_nest(dims).create_schedule().create_plan(plan.target), sizes_args,
+    from ..nest.nest import Nest
+
+    sizes = package_function_cls(sizes_nest(dims, Nest).create_schedule().create_plan(plan.target), sizes_args,
                                  f"{base}_sizes", parameters)
     kernel_args = _kernel_args(args, dims)
     kernel = package_function_cls(plan, kernel_args, f"{base}_kernel", parameters, auxiliary=auxiliary)
@@ -192,8 +194,4 @@ def runtime_free(pkg_name: str) -> str:
     """`<package>_free`: gives back an array a function of the package allocated."""
     return f"void {pkg_name}_free(void* p) {{ free(p); }}\n"
 
-
-def free_declaration(pkg_name: str) -> str:
-    return (f"/* Gives back an OUTPUT array a function of this package allocated (NULL: nothing). */\n"
-            f"void {pkg_name}_free(void* p);\n")
 

@@ -334,10 +334,10 @@ def declarations(pkg_name: str, functions, allocating=()) -> str:
         lines.append(f"static inline void {base}({params}) {{ {pf.name}({_call_args(pf.infos)}); }}")
         lines.append("#endif")
         lines.append("")
-    if allocating:
-        from .allocating import free_declaration
-
-        lines += [f.declaration(pkg_name) for f in allocating] + [free_declaration(pkg_name)]
+    if allocating:  # functions that allocate their OUTPUT arrays (allocating.py), and their `free`
+        lines += [f.declaration(pkg_name) for f in allocating] + [
+            f"/* Gives back an OUTPUT array a function of this package allocated (NULL: nothing). */",
+            f"void {pkg_name}_free(void* p);", ""]
     lines += ["#ifdef __cplusplus", "}", "#endif"]
     return "\n".join(lines)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..ir.expr import Buffer, Var
 from ..ir.kinds import LoopKind
 from ..ir.request import CacheRequest, LoweringRequest, PrefetchRequest
-from ..nest.array import Array, ArrayView, Dimension, OutputDimension, Scalar
+from ..nest.array import Array, Dimension, OutputDimension, Scalar
+from ..nest.views import ArrayView
 
 
 def argument_objects(args) -> tuple:
