@@ -139,3 +139,40 @@ def test_math_needs_float_operands():
         @nest.iteration_logic
         def _():
             A[i] = acc.cast(acc.fast_exp_mlas(A[i]), acc.ScalarType.int32)
+
+
+@pytest.mark.parametrize("fn_name", ["exp", "fast_exp", "log", "tanh", "floor", "ceil"])
+def test_avx512_forms_compile(fn_name, tmp_path):
+    """The AVX-512 templates are emitted and compiled for an AVX-512 model on any host (they run, and
+    are compared with numpy, where the host has AVX-512: test_avx512_forms_match_numpy)."""
+    target = acc.Target("Intel Xeon Platinum 8380")
+    nest, A, B, _ = _build(fn_name, 64, vector=False)
+    sched = nest.create_schedule()
+    ii = sched.split(sched.get_indices()[0], 16)
+    plan = sched.create_plan(target)
+    plan.vectorize(ii)
+    c = plan.emit_c()
+    assert "_mm512_" in c and f"{fn_name}f(" not in c
+    pkg = acc.Package()
+    pkg.add(plan, args=(A, B), base_name="m512")
+    pkg.build("m512", output_dir=tmp_path, python_module=False)
+
+
+@pytest.mark.avx512
+@pytest.mark.parametrize("fn_name", ["exp", "fast_exp", "log", "tanh"])
+def test_avx512_forms_match_numpy(fn_name):
+    x = _input(fn_name)
+    x = x[: len(x) - len(x) % 16]
+    nest, A, B, _ = _build(fn_name, len(x), vector=False)
+    sched = nest.create_schedule()
+    ii = sched.split(sched.get_indices()[0], 16)
+    plan = sched.create_plan(acc.Target.HOST)
+    plan.vectorize(ii)
+    got = run(plan, (A, B), [x, np.zeros_like(x)])[1]
+    with np.errstate(all="ignore"):
+        want = NUMPY[fn_name](x.astype(np.float64))
+    if VECTOR_ULPS[fn_name] is not None:
+        assert _ulps(got, want).max() <= VECTOR_ULPS[fn_name]
+    else:
+        finite = np.isfinite(want.astype(np.float32)) & (np.abs(want) > 1.2e-38)
+        assert (np.abs(got[finite] - want[finite]) / np.abs(want[finite])).max() <= 4e-6
