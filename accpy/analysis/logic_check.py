@@ -48,7 +48,7 @@ def split_condition(cond, allowed) -> tuple:
     are disjoint conjunctions of affine constraints (Affine >= 0) on the `allowed` variables, made
     of the conjuncts of `cond` that are comparisons of indices and sizes (`!=`, `or` and negations
     included), and `rest` the conjunction of the other conjuncts (None when there is none)."""
-    from ..nest.conditions import conjunction, conjuncts
+    from ..ir.boolean import conjunction, conjuncts
 
     pieces, rest = [[]], []
     for c in conjuncts(cond):
@@ -64,7 +64,7 @@ def _affine_dnf(e, allowed) -> Optional[list]:
     """`e` as a list of disjoint conjunctions of affine constraints, or None."""
     from ..ir.affine import cond_constraints
     from ..ir.expr import BinOp, Const, UnOp
-    from ..nest.conditions import negate
+    from ..ir.boolean import negate
 
     if isinstance(e, Const):
         return [[]] if e.value else []
@@ -126,15 +126,14 @@ def _promote_input(store, arrays, where) -> None:
 
 def promote_to_input_output(buf, arrays=()) -> None:
     """Make `buf` (and the Arrays owning it) INPUT_OUTPUT everywhere: signature, binder, caches, .hat."""
-    from ..nest.array import Role
-
     object.__setattr__(buf, "role", BufferRole.INPUT_OUTPUT)  # buffers are identities: the same one everywhere
     for a in arrays:
         owners = [a] + ([a.parent] if getattr(a, "parent", None) is not None else [])
         for arr in owners:
             bufs = [getattr(arr, "_buffer", None)] + list(getattr(arr, "_buffers", {}).values())
-            if any(b is buf for b in bufs) and getattr(arr, "role", None) is Role.INPUT:
-                arr.role = Role.INPUT_OUTPUT
+            role = getattr(arr, "role", None)
+            if any(b is buf for b in bufs) and getattr(role, "name", None) == "INPUT":
+                arr.role = type(role).INPUT_OUTPUT  # (acc.Role: analysis does not import the nest layer)
                 for b in bufs:
                     if b is not None:
                         object.__setattr__(b, "role", BufferRole.INPUT_OUTPUT)

@@ -10,48 +10,17 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import LogicError
+from ..ir.boolean import negate
 from ..ir.expr import BinOp, Const, Expr, Load, UnOp
 from ..ir.types import ScalarType
 from ..ir.visitor import nodes_of
 from .logic import LogicCapture, Value, lift
-
-_FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
-
-def negate(e: Expr) -> Expr:
-    """`not e` for a boolean expression; comparisons of integers flip (`i < 4` -> `i >= 4`), so
-    that an ElseIf / Else on indices stays affine (floats keep `not`: NaN compares false both ways)."""
-    if isinstance(e, Const) and e.dtype is ScalarType.bool:
-        return Const(not e.value, ScalarType.bool)
-    if isinstance(e, BinOp) and e.op in _FLIP and not e.a.dtype.is_float:
-        return BinOp(_FLIP[e.op], e.a, e.b, ScalarType.bool)
-    if isinstance(e, UnOp) and e.op == "not":
-        return e.a
-    return UnOp("not", e, ScalarType.bool)
-
 
 def _logical(e: Expr) -> Expr:
     """`&` / `|` of booleans as the logical `and` / `or` (what they mean on conditions)."""
     if isinstance(e, BinOp) and e.dtype is ScalarType.bool and e.op in ("and", "or", "land", "lor"):
         return BinOp("land" if e.op in ("and", "land") else "lor", _logical(e.a), _logical(e.b), ScalarType.bool)
     return e
-
-
-def conjuncts(e: Optional[Expr]) -> list:
-    """The operands of a chain of `land` (one item for anything else; none for None)."""
-    if e is None:
-        return []
-    if isinstance(e, BinOp) and e.op == "land":
-        return conjuncts(e.a) + conjuncts(e.b)
-    return [e]
-
-
-def conjunction(es) -> Optional[Expr]:
-    """`e1 and e2 and ...` (None for no operand)."""
-    out = None
-    for e in es:
-        out = e if out is None else BinOp("land", out, e, ScalarType.bool)
-    return out
 
 
 def condition_expr(cond, what: str) -> Expr:
@@ -166,22 +135,4 @@ class If:
         return f"_If({len(self._prior)} condition(s){', Else' if self._done else ''})"
 
 
-def check_hazard(cap, where) -> None:
-    """A statement is evaluated with its conditions re-tested: refuse (not built) when an earlier
-    statement under the same chain wrote an array those conditions read."""
-    for f in cap.cond_stack:
-        hit = [b for b in f.chain.reads if b in f.chain.written]
-        if hit:
-            b = hit[0]
-            raise LogicError(
-                f"{where.describe()}: its condition reads {b.name}, which {f.chain.written[b]} writes "
-                f"earlier under the same _If chain; accpy re-tests conditions per statement, so this is "
-                f"not built: compute the condition into a TEMP array first")
-
-
-def note_write(cap, where, buffer) -> None:
-    for f in cap.cond_stack:
-        f.chain.written.setdefault(buffer, where.describe())
-
-
-__all__ = ["If", "negate", "conjuncts", "conjunction", "condition_expr", "CondFrame"]
+__all__ = ["If", "condition_expr", "CondFrame"]

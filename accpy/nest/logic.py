@@ -469,7 +469,7 @@ class LogicCapture:
         except LogicError as err:
             raise LogicError(f"{where.describe()}: {err}") from None
         if self.cond_stack:
-            from .conditions import check_hazard, conjunction, conjuncts, note_write
+            from ..ir.boolean import conjunction, conjuncts
 
             check_hazard(self, where)
             note_write(self, where, array.buffer)
@@ -526,3 +526,23 @@ def record_assignment(array, key, value) -> None:
         cap.record(array, indices, value.value, value.op)
     else:
         cap.record(array, indices, value, None)
+
+
+# -- conditions (nest/conditions.py's _If pushes them on LogicCapture.cond_stack) -------------------
+
+def check_hazard(cap, where) -> None:
+    """A statement is evaluated with its conditions re-tested: refuse (not built) when an earlier
+    statement under the same chain wrote an array those conditions read."""
+    for f in cap.cond_stack:
+        hit = [b for b in f.chain.reads if b in f.chain.written]
+        if hit:
+            b = hit[0]
+            raise LogicError(
+                f"{where.describe()}: its condition reads {b.name}, which {f.chain.written[b]} writes "
+                f"earlier under the same _If chain; accpy re-tests conditions per statement, so this is "
+                f"not built: compute the condition into a TEMP array first")
+
+
+def note_write(cap, where, buffer) -> None:
+    for f in cap.cond_stack:
+        f.chain.written.setdefault(buffer, where.describe())
