@@ -1,13 +1,17 @@
 """What the samples share: numpy's BLAS on one thread, where their files go, and honest timing lines.
 
 Import it before numpy (`import sample_support` first, then numpy): on import it sets
-OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and OMP_NUM_THREADS to 1 unless the environment already
-sets them. numpy only checks results in the samples; an idle BLAS thread left spinning by a
-numpy matmul competes with the kernels being timed (measured on 2 cores: a 2-thread kernel
-1.3-23x slower right after a numpy matmul). OMP_NUM_THREADS does not change accpy's own
-threads: every parallel region accpy emits names its thread count (`num_threads(...)`).
-If numpy was imported before this module, the variables come too late for its BLAS, so the
-thread count of an already loaded OpenBLAS is set directly.
+OPENBLAS_NUM_THREADS and MKL_NUM_THREADS to 1 unless the environment already sets them. numpy
+only checks results in the samples; an idle BLAS thread left spinning by a numpy matmul competes
+with the kernels being timed (measured on 2 cores: a 2-thread kernel 1.3-23x slower right after a
+numpy matmul). If numpy was imported before this module, the variables come too late for its
+BLAS, so the thread count of an already loaded OpenBLAS is set directly.
+
+OMP_NUM_THREADS is left alone: it would reach numpy's BLAS only where that is built on OpenMP
+(numpy's wheels use OpenBLAS's own threads), and it changes accpy's parallel kernels. They still
+start the threads they name (`num_threads(...)`), but with OMP_NUM_THREADS=1 a 2-thread sgemm
+(samples/optimized_matmul.py, 512^3) ran at 9.6-11.2 GFLOP/s against 16.8 without it (medians of
+5 processes taking turns, on 2 cores shared with other work).
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 #: what a sample prints instead of a speed when its kernel runs on a functional model
 NOT_TIMED = "functional model, not timed"
@@ -119,8 +123,11 @@ def interleaved_medians(contenders: dict, repeat: int = 7) -> dict:
 
 
 def ratio_sentence(ours: str, seconds: float, theirs: str, their_seconds: float) -> str:
-    """'<ours> is 1.85x faster than <theirs>' or '<ours> is slower than <theirs>: 0.48x its speed'."""
+    """'<ours> is 1.85x faster than <theirs>', '<ours> is as fast as <theirs> (1.02x)' (less than
+    3% faster) or '<ours> is slower than <theirs>: 0.48x its speed'."""
     r = their_seconds / seconds
-    if r >= 1:
+    if r >= 1.03:
         return f"{ours} is {r:.2f}x faster than {theirs}"
+    if r >= 1:
+        return f"{ours} is as fast as {theirs} ({r:.2f}x)"
     return f"{ours} is slower than {theirs}: {r:.2f}x its speed"
