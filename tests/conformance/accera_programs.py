@@ -89,6 +89,11 @@ def collect_tests(test_dir: Path) -> list[Program]:
             continue
         text = path.read_text()
         tree = ast.parse(text)
+        lines = text.splitlines()
+
+        def segment(node) -> str:  # (ast.get_source_segment splits the whole file on every call)
+            return "\n".join(lines[node.lineno - 1:node.end_lineno])
+
         module_funcs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         for cls in classes.values():
@@ -107,11 +112,11 @@ def collect_tests(test_dir: Path) -> list[Program]:
                     if id(node) in seen:
                         continue
                     seen.add(id(node))
-                    parts.append(ast.get_source_segment(text, node) or "")
+                    parts.append(segment(node))
                     ms, fs = _called_names(node)
                     todo += [methods[m] for m in ms if m in methods] + [module_funcs[f] for f in fs if f in module_funcs]
                 scope, why = classify(name + "\n" + "\n".join(parts), file_name)
-                decos = [ast.get_source_segment(text, d) or "" for d in fn.decorator_list]
+                decos = [segment(d).strip().lstrip("@") for d in fn.decorator_list]
                 out.append(Program(id=f"{path.stem}::{cls.name}::{name}", kind="unittest", scope=scope,
                                    scope_detail=why, file=str(path), cls=cls.name, method=name, decorators=decos))
     return out
