@@ -266,6 +266,10 @@ class _Layout(enum.Enum):
     # instructions read their second operand (VNNI order)
     VNNI = "vnni"
 
+    def to_numpy_order(self):
+        """numpy's `order` for this layout ("C" first-major, "F" last-major), else None (Accera's)."""
+        return {"first_major": "C", "last_major": "F"}.get(self.value)
+
 
 class Array:
     """An n-D array used by nests; becomes a function argument (or constant, or temporary)."""

@@ -98,6 +98,7 @@ class PackageFunction:
 
         self.plan = plan
         self.args = tuple(args)
+        self.requested_args = self.args  # Accera's name: the arguments as given to Package.add
         self.arg_objs = argument_objects(self.args)  # buffers of these parameter values
         self.base_name = base_name
         self.parameters = {_parameter_name(k): _parameter_value(v) for k, v in (parameters or {}).items()}
