@@ -544,5 +544,7 @@ def check_hazard(cap, where) -> None:
 
 
 def note_write(cap, where, buffer) -> None:
+    """Record that the statement `where` writes `buffer` inside every open conditional chain (so a
+    later condition of the chain that reads it is refused by `check_hazard`)."""
     for f in cap.cond_stack:
         f.chain.written.setdefault(buffer, where.describe())
