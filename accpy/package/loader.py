@@ -139,6 +139,48 @@ class AmbiguousAlias:
         return f"<accpy alias {self.name} of {len(self.variants)} variants: {', '.join(self.variants)}>"
 
 
+class SizesFromShapes:
+    """A kernel that also takes its arrays alone, its runtime sizes read from their shapes (as
+    hatlib's loader allows): `f(A, B)` for `f(N, A, B)` where A's shape names N."""
+
+    @classmethod
+    def wrap(cls, kernel, infos: list):
+        """`kernel` itself unless it has runtime sizes that its array arguments' shapes give."""
+        dims = [k for k, i in enumerate(infos) if i.kind == KIND_DIM]
+        return cls(kernel, infos, dims) if dims else kernel
+
+    def __init__(self, kernel, infos: list, dims: list):
+        self._kernel = kernel
+        self._n = len(infos)
+        self._rest = [k for k in range(len(infos)) if k not in dims]
+        self._from = {}  # size's position -> (position among the arrays given, axis)
+        for k in dims:
+            for pos, j in enumerate(self._rest):
+                if infos[j].kind == KIND_ARRAY and infos[k].name in infos[j].shape:
+                    self._from[k] = (pos, infos[j].shape.index(infos[k].name))
+                    break
+        self._complete = len(self._from) == len(dims)
+
+    def __call__(self, *args, **kwargs):
+        import numpy as np
+
+        if (kwargs or not self._complete or len(args) != len(self._rest)
+                or not all(isinstance(a, np.ndarray) for a in args)):
+            return self._kernel(*args, **kwargs)  # the kernel's own checks and messages
+        full = [None] * self._n
+        for pos, j in enumerate(self._rest):
+            full[j] = args[pos]
+        for k, (pos, axis) in self._from.items():
+            full[k] = args[pos].shape[axis] if axis < args[pos].ndim else None  # (a wrong rank: the kernel says so)
+        return self._kernel(*full)
+
+    def __getattr__(self, item):
+        return getattr(self._kernel, item)
+
+    def __repr__(self):
+        return repr(self._kernel)
+
+
 class BuiltPackage:
     """A built package: each function is an attribute (full name and base-name alias).
 
@@ -165,7 +207,7 @@ class BuiltPackage:
         for full, base, infos, _ in functions:
             pos = position_map(infos)
             k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos], base or "")
-            self._functions[full] = k
+            self._functions[full] = SizesFromShapes.wrap(k, infos)
             if base and base != full:
                 groups.setdefault(base, []).append(full)
         for base, fulls in groups.items():

@@ -39,7 +39,7 @@ def classify_error(err) -> dict:
     where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)
                   if "/accera/test/" in f.filename.replace("\\", "/") or f.filename == "<program>"), "")
     return {"kind": kind, "error": first_line(exc), "exc_type": etype.__name__, "where": where,
-            "traceback": "".join(traceback.format_exception(etype, exc, tb))[-4000:]}
+            "traceback": "".join(traceback.format_exception(etype, exc, tb))[-1500:]}
 
 
 class _Result(unittest.TestResult):
@@ -127,7 +127,7 @@ def main():
             out = run_unittest(job) if job["kind"] == "unittest" else run_program(job)
         except BaseException as e:  # the runner's own failure, reported, not fatal
             out = {"outcome": "error", "error": f"conformance worker: {first_line(e)}",
-                   "traceback": traceback.format_exc()[-4000:]}
+                   "traceback": traceback.format_exc()[-1500:]}
         out["id"] = job.get("id")
         proto.write(json.dumps(out, default=str) + "\n")
 

@@ -26,6 +26,13 @@ SCOPE_RULES = (
 SCOPES = {"in": "in scope"} | {name: why for name, _, why in SCOPE_RULES} | {
     "fragment": "documentation fragment, not a complete program (uses names it never defines)",
     "not_python": "documentation block that is not Python (pseudo-code or output)",
+    "accera_doc_error": "documentation example that fails in Accera too (read, not run)",
+}
+# Documentation examples that are wrong for Accera itself, found by reading them against Accera's API
+ACCERA_DOC_ERRORS = {
+    "docs/Reference/classes/Nest/iteration_logic.md": "`acc.role.INPUT`: Accera's module has `Role`, no `role`",
+    "docs/Reference/functions/create_dimensions.md": "`acc.Nest(M, N)`: Accera's Nest takes one argument, "
+                                                     "the shape (`acc.Nest((M, N))`)",
 }
 
 
@@ -152,6 +159,8 @@ def _doc_program(pid: str, rel: str, source: str) -> Program:
         return Program(pid, "program", "not_python", f"{SCOPES['not_python']}: line {e.lineno}: {e.msg}",
                        file=rel, source=source)
     scope, why = classify(rel + "\n" + source)
+    if scope == "in" and rel in ACCERA_DOC_ERRORS:
+        scope, why = "accera_doc_error", f"{SCOPES['accera_doc_error']}: {ACCERA_DOC_ERRORS[rel]}"
     if scope == "in":
         free = sorted(_free_names(tree))
         if free:

@@ -187,7 +187,8 @@ def markdown(summary: dict, meta: dict) -> str:
             "rule that matches: GPU names (CUDA/ROCm/Vulkan, MMA, barriers, grid units, `bind`, GPU models); "
             "FileCheck of MLIR/LLVM IR/assembly; Accera internals (native module, `_MemoryLayout`, "
             "`CompilerOptions`, ...). A documentation page that is not Python or reads names it never "
-            "defines (a fragment that continues another page) is not a program.",
+            "defines (a fragment that continues another page) is not a program; nor is an example that is wrong "
+            "for Accera itself (found by reading it against Accera's API; listed with the reason).",
             "- A program passes when it runs to the end without an exception (its own assertions and "
             "`check_correctness` included). **Wrong result**: a value mismatch, from the shim's "
             "`check_correctness` (numpy `assert_allclose` with the test's tolerance, as Accera's "
