@@ -466,18 +466,26 @@ def test_a_one_column_tail_of_a_register_tile_stays_in_registers():
     piece (as scalar code, its elements were the cache's memory, and so in the full tiles too)."""
     from accpy.testing import assert_matches_reference
 
-    nest, (A, B, C), (i, j, k) = matmul(ST.float32, shape=(6, 17, 4))
-    s = nest.create_schedule()
-    jj = s.split(j, 16)
-    s.reorder(j, i, k, jj)
-    p = s.create_plan()
-    p.cache(C, index=k)
-    p.unroll(i)
-    p.vectorize(jj)
-    code = p.emit_c()
+    def plan(target=None):
+        nest, (A, B, C), (i, j, k) = matmul(ST.float32, shape=(6, 17, 4))
+        s = nest.create_schedule()
+        jj = s.split(j, 16)
+        s.reorder(j, i, k, jj)
+        p = s.create_plan(target)
+        p.cache(C, index=k)
+        p.unroll(i)
+        p.vectorize(jj)
+        return p, (A, B, C)
+
+    # AVX-512 (16 lanes): the tail is one masked 16-lane vector
+    code = plan(acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380))[0].emit_c()
     assert "C_cache[" not in code and "__m512 C_cache_0" in code
     assert re.search(r"C_cache_0 = _mm512_maskz_loadu_ps\(\(\(__mmask16\)\(\(1u << \(1\)\) - 1u\)\), &C\[16\]\)", code)
-    assert_matches_reference(p, (A, B, C))
+    # AVX2 (8 lanes): the full columns two vectors, the tail one masked 8-lane vector
+    code = plan(acc.Target(acc.Target.Model.INTEL_CORE_I7_4770))[0].emit_c()
+    assert "C_cache[" not in code and "__m256 C_cache_0" in code and "__m256 C_cache_8" in code
+    assert re.search(r"C_cache_0 = _mm256_maskload_ps\(&C\[16\], ", code)
+    assert_matches_reference(*plan())  # on this machine
 
 
 def test_simplify_folds_conditions_the_loop_ranges_decide():

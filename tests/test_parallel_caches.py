@@ -121,7 +121,11 @@ def test_heap_caches_are_allocated_once_per_thread(tmp_path):
     finally:
         sys.path.pop(0)
     M, N, K = 200, 520, 300
-    plan, args = matmul_plan(M, N, K, threads=2)
+    # the sample's plan with fixed blocks (its own choice follows this machine's caches and vector
+    # width: on AVX2 it took blocks of 24 columns, on the stack): B's block 300 x 256 floats, 300 KiB,
+    # well over the stack's 64 KiB; three blocks of columns for two threads: the parallel loop is j's
+    sizes = dict(NC=256, KC=300, MC=96, MR=6, NR=64, pack_a=False, panel_b=True, prefetch=8)
+    plan, args = matmul_plan(M, N, K, threads=2, sizes=sizes)
     fn, c_text = _build(plan, args, tmp_path, "hp")
     body = c_text[c_text.index("__impl("):]
     region = body.index("#pragma omp parallel num_threads")
@@ -149,12 +153,12 @@ def test_the_sgemm_sample_splits_odd_widths_evenly_between_threads(tmp_path):
         from optimized_matmul import block_sizes, matmul_plan
     finally:
         sys.path.pop(0)
-    if acc.Target.HOST.vector_bytes != 64:
-        pytest.skip("the panel widths asserted are AVX-512's (64 columns)")
+    avx512 = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380)  # panels of 64 columns
     M, N, K = 61, 513, 37
-    assert block_sizes(acc.Target.HOST, M, N, K, 2)["NC"] == 257
-    assert block_sizes(acc.Target.HOST, M, 2048, K, 2)["NC"] % 64 == 0  # even widths keep whole panels
-    plan, args = matmul_plan(M, N, K, threads=2)
+    sizes = block_sizes(avx512, M, N, K, 2)
+    assert (sizes["NC"], sizes["NR"]) == (257, 64)
+    assert block_sizes(avx512, M, 2048, K, 2)["NC"] % 64 == 0  # even widths keep whole panels
+    plan, args = matmul_plan(M, N, K, threads=2, sizes=sizes)  # those blocks, built for this machine
     fn, _ = _build(plan, args, tmp_path, "odd")
     rng = np.random.default_rng(5)
     a = rng.integers(-4, 5, (M, K)).astype(np.float32)

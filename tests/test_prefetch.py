@@ -17,6 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
 from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 F32 = acc.ScalarType.float32
+# the code read here is emitted for named models, whatever this machine is
+AVX512 = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380)  # 16 float32 lanes
+AMX = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8480PLUS)  # the tile unit's instructions
 
 
 def _matmul(M=64, N=64, K=64, vector=16, panel=None):
@@ -47,7 +50,7 @@ def _loop_body(code: str, var: str) -> str:
 
 def test_prefetch_of_a_packed_cache_and_of_an_array_row():
     nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
-    p = s.create_plan()
+    p = s.create_plan(AVX512)
     p.cache(B, index=i, trigger_index=k)  # the loop reads B's packed block, not B
     p.cache(C, index=kk)
     p.vectorize(jjj)
@@ -72,7 +75,7 @@ def test_one_prefetch_per_line_of_a_run_and_one_per_far_apart_row():
     nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul(M=64, N=96, K=1024, panel=48)
     ii = s.split(i, 4)
     s.reorder(j, k, i, kk, ii, jj, jjj)
-    p = s.create_plan()
+    p = s.create_plan(AVX512)
     p.cache(B, index=i, trigger_index=k)
     p.unroll(ii)
     p.unroll(jj)
@@ -88,7 +91,7 @@ def test_one_prefetch_per_line_of_a_run_and_one_per_far_apart_row():
 
 def test_stores_are_prefetched_for_writing_and_fixed_addresses_not_at_all():
     nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
-    p = s.create_plan()
+    p = s.create_plan(AVX512)
     p.cache(C, index=kk)
     p.vectorize(jjj)
     p.prefetch(C, index=jj, distance=1)  # the C tile loaded before kk and stored after it
@@ -96,7 +99,7 @@ def test_stores_are_prefetched_for_writing_and_fixed_addresses_not_at_all():
     assert got and all(g[0] == "C" and g[3] == "1" for g in got)
     # C's element moves with jj; nothing of it moves with kk (its tile is in a register there)
     with pytest.raises(ValueError, match=r"prefetch\(C, index=kk, distance=1\): .*nothing to prefetch"):
-        q = s.create_plan()
+        q = s.create_plan(AVX512)
         q.cache(C, index=kk)
         q.vectorize(jjj)
         q.prefetch(C, index=kk)
@@ -105,7 +108,7 @@ def test_stores_are_prefetched_for_writing_and_fixed_addresses_not_at_all():
 
 def test_prefetch_of_one_cache_only():
     nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
-    p = s.create_plan()
+    p = s.create_plan(AVX512)
     bc = p.cache(B, index=i, trigger_index=k)
     p.vectorize(jjj)
     p.prefetch(bc, index=kk, distance=2)
@@ -129,12 +132,16 @@ def test_results_do_not_change(distance):
 
 
 def test_the_sgemm_sample_prefetches_its_packed_block(tmp_path):
-    from optimized_matmul import matmul_plan
+    from optimized_matmul import block_sizes, matmul_plan
 
-    plan, args = matmul_plan(64, 200, 900, threads=1)
-    code = plan.emit_c()
-    got = _prefetches(_loop_body(code, "kk"))
+    plan, args = matmul_plan(64, 200, 900, threads=1, target=AVX512)
+    assert (block_sizes(AVX512, 64, 200, 900, 1)["MR"], block_sizes(AVX512, 64, 200, 900, 1)["NR"]) == (8, 48)
+    got = _prefetches(_loop_body(plan.emit_c(), "kk"))
     assert len(got) == 3 and {g[0] for g in got} == {"B_cache"}  # 8 x 48 micro-tiles: three lines ahead
+    # built for this machine (its own blocks): a prefetch of the packed block, the product exact
+    plan, args = matmul_plan(64, 200, 900, threads=1)
+    got = _prefetches(_loop_body(plan.emit_c(), "kk"))
+    assert got and {g[0] for g in got} == {"B_cache"}
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(s, dtype=np.float32) for s in ((64, 900), (900, 200), (64, 200)))
     pkg = acc.Package()
@@ -175,7 +182,7 @@ def test_bad_arguments_name_what_was_expected():
 def test_prefetch_waits_for_parameter_values(tmp_path):
     P = acc.create_parameters()
     nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul()
-    p = s.create_plan()
+    p = s.create_plan(AVX512)
     p.vectorize(jjj)
     p.prefetch(B, index=kk, distance=P)
     assert "waiting for parameters" in repr(p)
@@ -193,7 +200,8 @@ def test_tile_loads_prefetch_every_row_of_their_tiles():
     from int8_matmul import tile_matmul_plan
 
     # (1 x 3 tiles, A's tiles loaded straight from A)
-    plan, (A, B, C) = tile_matmul_plan(64, 96, 256, "int8", 1, sizes=dict(GR=1, GC=3, NC=96, KC=256, PA=0))
+    plan, (A, B, C) = tile_matmul_plan(64, 96, 256, "int8", 1, target=AMX,
+                                       sizes=dict(GR=1, GC=3, NC=96, KC=256, PA=0))
     k = next(ix for ix in plan.schedule.get_indices() if ix.name == "k")  # the loop over tile depths
     plan.prefetch(A, index=k, distance=1)
     got = _prefetches(_loop_body(plan.emit_c(), "k"))
@@ -220,12 +228,13 @@ def test_tile_matmul_with_prefetches_is_exact(tmp_path):
     np.testing.assert_array_equal(c, want)
 
 
-def _tile_plan_with_c_prefetch(K=256, spread=True, unroll_k=False):
+def _tile_plan_with_c_prefetch(K=256, spread=True, unroll_k=False, target=AMX):
     """The tile sample's 2 x 2 plan over a 64 x 96 x K int8 matmul, C's next 2 x 2 block of
-    accumulator tiles prefetched in the loop over 32-column steps (j1), spread over the k loop."""
+    accumulator tiles prefetched in the loop over 32-column steps (j1), spread over the k loop;
+    for `target` (None: the sample's, this machine's tile unit or its functional model)."""
     from int8_matmul import tile_matmul_plan
 
-    plan, args = tile_matmul_plan(64, 96, K, "int8", 1, sizes=dict(GR=2, GC=2, NC=96, KC=K, PA=1))
+    plan, args = tile_matmul_plan(64, 96, K, "int8", 1, target=target, sizes=dict(GR=2, GC=2, NC=96, KC=K, PA=1))
     ix = {x.name: x for x in plan.schedule.get_indices()}
     if unroll_k:
         plan.unroll(ix["k"])
@@ -290,7 +299,7 @@ def test_spread_without_its_loop_puts_them_at_the_top():
 
 @pytest.mark.parametrize("K", [192, 256, 200])
 def test_spread_prefetches_leave_the_tile_matmul_exact(tmp_path, K):
-    plan, args = _tile_plan_with_c_prefetch(K=K)
+    plan, args = _tile_plan_with_c_prefetch(K=K, target=None)  # runs here
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="mm")
     lib = pkg.build(f"pf_spread_{K}", output_dir=tmp_path, python_module=False)
@@ -306,12 +315,13 @@ def test_spread_prefetches_leave_the_tile_matmul_exact(tmp_path, K):
 def test_spread_of_a_single_line_and_results_unchanged():
     # one C vector per jj iteration: asked for in the first kk iteration only
     nest, s, (A, B, C), (i, j, k, jj, kk, jjj) = _matmul(M=20, N=70, K=37)
-    p = s.create_plan()
-    p.cache(C, index=kk)
-    p.vectorize(jjj)
-    p.prefetch(C, index=jj, distance=1, spread=kk)
-    body = _loop_body(p.emit_c(), "kk")
-    assert re.search(r"if \(\(kk < 1\)\) \{\s*__builtin_prefetch", body)
+    for target in (AVX512, None):  # the code read for a named model; the results on this machine
+        p = s.create_plan(target)
+        p.cache(C, index=kk)
+        p.vectorize(jjj)
+        p.prefetch(C, index=jj, distance=1, spread=kk)
+        body = _loop_body(p.emit_c(), "kk")
+        assert re.search(r"if \(\(kk < 1\)\) \{\s*__builtin_prefetch", body)
     assert_equivalent(s, p, (A, B, C), opt="-O3")
 
 
