@@ -202,10 +202,11 @@ def stencil_nest(n=16):
     return nest, (X, Y), (i, t)
 
 
-def make_flattened_band(H, W, band, base_name="band") -> Kernel:
+def make_flattened_band(H, W, band, base_name="band", target=None) -> Kernel:
     """Out[p] += In[p // W + ky, p % W + kx] over a 3 x 3 window, output pixels p = y * W + x in
     bands of `band`, In cached per (ky, kx): its block is the band's input rows, bounded in the
-    band's first and last pixel (floor divisions; clamped at the array's ends)."""
+    band's first and last pixel (floor divisions; clamped at the array's ends). For `target`
+    (default: this machine)."""
     In = acc.Array(role=acc.Role.INPUT, shape=(H + 2, W + 2), name="In")
     Out = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(H * W,), name="Out")
     nest = acc.Nest(shape=(H * W, 3, 3))
@@ -218,7 +219,7 @@ def make_flattened_band(H, W, band, base_name="band") -> Kernel:
     s = nest.create_schedule()
     pp = s.split(p, band)
     s.reorder(p, ky, kx, pp)
-    plan = s.create_plan()
+    plan = s.create_plan(target)
     plan.cache(In, index=pp)
 
     def inputs(rng):
