@@ -28,6 +28,13 @@ import accpy as acc  # noqa: E402
 from optimized_matmul import block_sizes, matmul_plan  # noqa: E402
 
 MICRO_TILES = ((6, 64), (4, 64), (8, 48), (8, 32), (12, 32))  # MR x NR: MR * NR / 16 accumulators fit 32 zmm registers
+# 8 lanes (AVX2): MR * NR / 8 accumulators, with NR / 8 vectors of B and A's broadcast, fit 16 ymm registers
+MICRO_TILES_8 = ((4, 24), (6, 16), (3, 32), (4, 16), (2, 32))
+
+
+def micro_tiles(target) -> tuple:
+    """The grid's micro-tiles for the target's vector width (the formula's among them)."""
+    return MICRO_TILES if target.vector_bytes >= 64 else MICRO_TILES_8
 
 
 def sgemm_variant(M: int, N: int, K: int, threads: int, NC: int, KC: int, MC: int, MR: int, NR: int,
@@ -54,7 +61,8 @@ def formula_choice(M: int, N: int, K: int, threads: int) -> dict:
 def grid_for(M: int, N: int, K: int, threads: int, quick: bool = False) -> list:
     """Blocks around the formula's: NC = NR x {1, 2, 4, 8}, KC in {128, 256, 512, K}, MC = MR x {8, 16, 32}."""
     out = []
-    micro = MICRO_TILES[:2] if quick else MICRO_TILES
+    micro = micro_tiles(acc.Target.HOST)
+    micro = micro[:2] if quick else micro
     for MR, NR in micro:
         ncs = [NR] if quick else sorted({NR * m for m in (1, 2, 4, 8) if NR * m <= max(N, NR)})
         kcs = [min(K, 128)] if quick else sorted({min(K, kc) for kc in (128, 256, 512, K) if kc <= 1024})

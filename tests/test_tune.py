@@ -328,9 +328,20 @@ def test_tune_matmul_sample_quick(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
     assert re.search(r"sgemm 128x128x128, 1 thread\(s\): 5 of 5 variants measured \(Exhaustive\), 5 ok, 0 failed", out)
-    best = re.search(r"best: +NC=\d+ KC=128 MC=\d+ MR=\d+ NR=64 pack_a=\w+ prefetch=8 +[\d.]+ us +[\d.]+ GFLOP/s", out)
-    formula = re.search(r"formula: +NC=256 KC=128 MC=96 MR=6 NR=64 pack_a=False prefetch=8 .*\(best / formula: ([\d.]+)x\)", out)
-    assert best and formula and float(formula.group(1)) >= 1.0, out
+    # the sample's blocks follow this machine's vector width (the subprocess sees the same HOST,
+    # ACCPY_HOST_MODEL included): the formula's choice, the best one of the four grid entries or it
+    from tune_matmul import describe, formula_choice, grid_for
+
+    want = formula_choice(128, 128, 128, 1)
+    lanes = max(acc.Target.HOST.vector_bytes // 4, 4)
+    assert (want["KC"], want["MR"], want["NR"], want["prefetch"]) == \
+        ((128, 6, 64, 8) if lanes == 16 else (128, 4, 3 * lanes, 8))  # 6 x 64 on AVX-512, 4 x 24 on AVX2
+    measured = [describe(v) for v in grid_for(128, 128, 128, 1, quick=True)] + [describe(want)]
+    assert len(set(measured)) == 5
+    best = re.search(r"best: +(NC=\d+ KC=128 MC=\d+ MR=\d+ NR=\d+ pack_a=\w+ prefetch=8) +[\d.]+ [mu]?s +[\d.]+ GFLOP/s", out)
+    formula = re.search(r"formula: +(\S.*\S) +[\d.]+ [mu]?s .*\(best / formula: ([\d.]+)x\)", out)
+    assert best and best.group(1) in measured, out
+    assert formula and formula.group(1) == describe(want) and float(formula.group(2)) >= 1.0, out
     assert "tuning sgemm_128x128x128_t1: measuring, sample 2 of 2" in p.stderr
 
 
