@@ -55,3 +55,12 @@ def test_runtime_sizes_can_be_left_out_when_the_arrays_give_them(tmp_path):
         lib.twice(a, np.ones((3, 5), "f4"))  # B's shape disagrees with the sizes read from A
     with pytest.raises(TypeError, match="missing argument"):
         lib.twice(a)
+
+
+def test_schedules_show_their_order_under_accera_private_name():
+    nest = acc.Nest((4, 6))
+    i, j = nest.get_indices()
+    s = nest.create_schedule()
+    jj = s.split(j, 3)
+    s.reorder(j, i, jj)
+    assert s._indices == [j, i, jj] == s.get_indices()
