@@ -9,6 +9,7 @@ from .nest.array import AllocateFlags, Array, Dimension, Role, Scalar, create_di
 from .nest.bf16 import bfloat16_bits, bfloat16_values
 from .nest.nest import Nest
 from .nest.conditions import If as _If  # Accera's accera._lang_python._lang._If
+from .nest.functions import LogicFunction, logic_function
 from .nest.parameters import Parameter, create_parameter_grid, create_parameters
 from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, fast_exp_mlas, floor, log, log2, log10,
                        logical_and, logical_not, logical_or, max, min, remainderf, round, select, sin, sinh, sqrt,

@@ -531,10 +531,10 @@ def const_data(b: Buffer, cname: str) -> str:
     return f"static const {c_type(b.dtype)} {cname}[{flat.size}] __attribute__((aligned(64))) = {{{vals}}};"
 
 
-def emit_function(fn: Function, linkage: str = "") -> str:
-    """The C definition of `fn` (preceded by its constant data)."""
+def emit_function(fn: Function, linkage: str = "", emitter=None) -> str:
+    """The C definition of `fn` (preceded by its constant data); `emitter`: a CEmitter subclass."""
     names = Names()
-    em = CEmitter(names, const_prefix=fn.name + "_")
+    em = (emitter or CEmitter)(names, const_prefix=fn.name + "_")
     params = function_params(fn, names)
     body_consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST and b not in fn.args]
     pre = []

@@ -413,6 +413,15 @@ class LogicCapture:
         self.cond_stack: list = []
         #: truth tests of a Python `and` / `or` waiting for the condition they are part of
         self.pending_bool: list = []
+        #: calls of package functions written in the logic (nest/functions.py CallRecord), in order
+        self.calls: list = []
+
+    def record_call(self, rec) -> None:
+        """Record a call of a package function (a statement of a nest whose logic is made of calls)."""
+        if self.cond_stack:
+            raise LogicError(f"{rec.describe()}: a call under an _If is not built in accpy")
+        rec.number = self.first_number + len(self.calls)
+        self.calls.append(rec)
 
     def note_view_access(self, view, indices: tuple) -> None:
         """Remember an access through `view` (its bounds are proved when the logic is checked)."""

@@ -37,6 +37,7 @@ class Nest:
         self._statements: list = []  # captured now, when no parameter is needed
         self._arrays: dict = {}  # id -> the Arrays the captured logic accesses
         self._deferred = False  # True once some logic needs parameter values
+        self._calls: list = []  # calls of package functions in the logic (nest/functions.py CallRecord)
 
     # -- structure ----------------------------------------------------------------------
     def get_shape(self) -> list:
@@ -55,6 +56,16 @@ class Nest:
             return self._statements
         return self._logic.realized(lambda: self._logic.replay(
             lambda stmts, c: (stmts + self._capture(c.args[0], len(stmts) + 1), None), []))
+
+    @property
+    def arrays_used(self) -> list:
+        """The Arrays the captured logic accesses."""
+        return list(self._arrays.values())
+
+    @property
+    def calls(self) -> list:
+        """The calls of package functions the logic makes, in order (a nest of calls assigns nothing)."""
+        return list(self._calls)
 
     @property
     def uses_parameters(self) -> bool:
@@ -124,6 +135,16 @@ class Nest:
                 file, line, text = traceback_location(err.__traceback__)
                 number = cap.first_number + len(cap.statements)
                 raise LogicError(f"statement {number} (`{text}`, {file}:{line}): {err}") from None
+        if cap.calls:  # a nest of calls (accpy/package/calls.py builds it): no element is assigned
+            if cap.statements or self._statements:
+                raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` both assigns array "
+                                 f"elements and calls package functions; this mix is not built in accpy: put the "
+                                 f"assignments in a nest of their own and call it as a function")
+            self._calls.extend(cap.calls)
+            return []
+        if self._calls:
+            raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns array elements in a "
+                             f"nest whose logic calls package functions; this mix is not built in accpy")
         if not cap.statements:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
         from ..analysis.logic_check import check_statements

@@ -438,3 +438,19 @@ def _eval_size(e, env, by_name):
         val = env.get(v.uid, by_name.get(v.name))
         total += c * int(val)
     return total
+
+
+def evaluate_expr(e, values: dict):
+    """The value of expression `e` (no array access) with `values` mapping its variables (IR Vars) to
+    numbers, under the same semantics as the generated code."""
+    g = _PyGen()
+    code = g.expr(e)
+    ns = dict(_HELPERS)
+    ns.update(g.consts)
+    ns.update(g.types)
+    for v, name in g.names.items():
+        if v not in values:
+            raise ValueError(f"evaluate_expr: no value given for {v.name}")
+        ns[name] = values[v]
+    with np.errstate(all="ignore"):
+        return eval(compile(code, "<accpy expression>", "eval"), ns)

@@ -109,6 +109,13 @@ class PackageFunction:
         h = function_hash(base_name, self.target.describe(), self.parameters, self.infos)
         self.name = f"{base_name}_{h}" if base_name else f"_{h}"
 
+    def __call__(self, *args):
+        """A call of this function inside iteration logic or inside a Python function given to
+        Package.add (accpy/package/calls.py builds it)."""
+        from ..nest.functions import record_call
+
+        record_call(self, self.args, args)
+
     @property
     def target(self):
         """The target the function is built for (its plan's)."""
@@ -241,12 +248,21 @@ class Package:
         self._description: dict = {}
 
     def add(self, source, args=None, base_name: str = "", parameters=None, function_opts=None, auxiliary=None):
-        """Add a function; returns it (its `.name` is `base_name_<16 hex digits>`)."""
-        plan = _plan_of(source)
+        """Add a function; returns it (its `.name` is `base_name_<16 hex digits>`). `source`: a nest,
+        schedule or plan, or a Python function calling functions of the package (package/calls.py)."""
         if args is None or not isinstance(args, (tuple, list)):
             raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
         if base_name:
             check_symbol_name(base_name, "base_name", _ATTRIBUTE_NAMES)
+        from .calls import calling_function
+
+        fn = calling_function(source, args, base_name, parameters, auxiliary)
+        if fn is not None:
+            if any(f.name == fn.name for f in self._functions + self._allocating):
+                raise ValueError(f"a function named {fn.name} is already in the package")
+            self._functions.append(fn)
+            return fn
+        plan = _plan_of(source)
         if parameters is not None and not isinstance(parameters, (dict, list)):
             raise TypeError("parameters: expected a dict (or a list of dicts)")
         if isinstance(parameters, list):
@@ -333,7 +349,11 @@ class Package:
         timings = {}
         fns = self._functions
         # several functions (e.g. a parameter grid): one translation unit per core, compiled in parallel
-        n_units = min(len(fns), os.cpu_count() or 1) if len(fns) >= 2 else 1
+        # (one unit when a function calls others: their implementations are static)
+        calling = [f for f in fns if hasattr(f, "check_callees")]
+        for f in calling:
+            f.check_callees(fns)
+        n_units = min(len(fns), os.cpu_count() or 1) if len(fns) >= 2 and not calling else 1
         source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance), units=n_units)
         source, units = source if isinstance(source, tuple) else (source, None)
         if self._allocating:

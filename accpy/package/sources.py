@@ -149,7 +149,8 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     names = Names()
     impl = pf.lowered(f"{pf.name}__impl")
     attr = _target_attribute(pf.target.required_features())
-    out = [emit_function(impl, linkage=f"static {attr}")]
+    out = [pf.impl_source(impl.name, f"static {attr}") if hasattr(pf, "impl_source") else
+           emit_function(impl, linkage=f"static {attr}")]  # (a function of calls: package/calls.py)
     params = function_params(impl, names)
     body = _feature_check(pf, pf.target)
     if debug:
