@@ -135,12 +135,18 @@ class CallingFunction:
         self.target = plan.target if plan is not None else target
         self.infos = describe_arguments(self.args)
         self.arg_objs = argument_objects(self.args)
-        h = function_hash(base_name + "|calls", self.target.describe(), {}, self.infos)
+        what = getattr(python_fn, "__qualname__", "") if python_fn is not None else "nest"
+        h = function_hash(f"{base_name}|calls|{what}", self.target.describe(), {}, self.infos)
         self.name = f"{base_name}_{h}" if base_name else f"_{h}"
         self._program = None
         if plan is not None:
             self._check_plan()
             self.program()  # a nest of calls is checked when added
+
+    @property
+    def display(self) -> str:
+        """The name users know the function by: its base name, else its Python function's name."""
+        return self.base_name or getattr(self.python_fn, "__name__", "") or self.name
 
     def __call__(self, *args):
         from ..nest.functions import record_call
@@ -176,17 +182,17 @@ class CallingFunction:
             if a.role is Role.TEMP:
                 temps.append(a)
             elif a.role is not Role.CONST and id(a) not in given:
-                raise ValueError(f"{self.base_name or self.name}: the array {a.name} ({a.role.name}) is used but is "
+                raise ValueError(f"{self.display}: the array {a.name} ({a.role.name}) is used but is "
                                  f"not among the arguments; an array made inside the function must be "
                                  f"Role.TEMP (or pass it in args)")
         if not steps:
-            raise ValueError(f"{self.base_name or self.name}: the function calls no package function and assigns "
+            raise ValueError(f"{self.display}: the function calls no package function and assigns "
                              f"no array element")
         return steps, temps
 
     def _check_plan(self):
         plan, space = self.plan, self.plan.schedule.space
-        what = f"{self.base_name or 'the function'} (a nest of calls)"
+        what = f"{self.display} (a nest of calls)"
         if len(space.parts) != 1:
             raise NotImplementedError(f"{what}: fusing a nest of calls with other nests is not built in accpy")
         if plan.loop_annotations() or plan.caches or plan.parallel is not None or plan.tensorize_requests():
@@ -214,7 +220,7 @@ class CallingFunction:
                 ok = k > last[0] or (k == last[0] and last[1] is not None and c < last[1])
             if not ok:
                 raise ScheduleError(
-                    f"{self.base_name or 'the function'}: the loop over {d.name} would run the calls of the logic "
+                    f"{self.display}: the loop over {d.name} would run the calls of the logic "
                     f"in another order than the nest's ({', '.join(v.name for v in nest_vars)}); reordering calls "
                     f"is not built in accpy (it does not analyze dependences between calls)")
             last = uses[0]
@@ -233,7 +239,7 @@ class CallingFunction:
         guard = [c.subs(zero) for c in part_guard(space, 0)]
         guard = [c for c in guard if not (c.is_const and c.const >= 0)]
         if any(c.is_const for c in guard):
-            raise ScheduleError(f"{self.base_name or 'the function'}: the erased loops leave no point to run")
+            raise ScheduleError(f"{self.display}: the erased loops leave no point to run")
         imap = {x: a.subs(zero).to_expr() for x, a in space.parts[0].index_map.items()}
         return loops, guard, imap
 
@@ -289,10 +295,10 @@ class CallingFunction:
         names = {f.name for f in functions}
         for c in self._callees():
             if c.name not in names:
-                raise ValueError(f"{self.base_name or self.name}: calls {c.base_name or c.name}, which is not a "
+                raise ValueError(f"{self.display}: calls {c.base_name or c.name}, which is not a "
                                  f"function of this package; add it to the same package")
             if c.target != self.target:
-                raise NotImplementedError(f"{self.base_name or self.name}: calls {c.base_name or c.name}, built for "
+                raise NotImplementedError(f"{self.display}: calls {c.base_name or c.name}, built for "
                                           f"target {c.target.name}, from a function built for {self.target.name}; "
                                           f"calls across targets are not built in accpy")
 
