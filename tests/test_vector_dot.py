@@ -23,9 +23,13 @@ HAS_VNNI = all(HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_vnni"))
 HAS_BF16 = all(HOST.has(f) for f in ("avx512f", "avx512bw", "avx512_bf16"))
 needs_vnni = pytest.mark.skipif(not HAS_VNNI, reason="this CPU has no AVX-512 VNNI")
 needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX-512 BF16")
+# code read without running it is emitted for named models, whatever this machine is
+VNNI = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380)  # AVX-512 VNNI, no BF16
+BF16 = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8480PLUS)  # AVX-512 VNNI and BF16
+AVX2 = acc.Target(acc.Target.Model.INTEL_CORE_I7_4770)
 
 
-def _matmul(M, N, K, types, packed=True, kc=16, mr=3, nr=32):
+def _matmul(M, N, K, types, packed=True, kc=16, mr=3, nr=32, target=None):
     ta, tb, tc = types
     group = 4 if ta.bits == 8 else 2
     nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, ta, tb, tc)
@@ -36,7 +40,7 @@ def _matmul(M, N, K, types, packed=True, kc=16, mr=3, nr=32):
     jjj = s.split(jj, 16)
     kkk = s.split(kk, group)
     s.reorder(j, k, i, jj, kk, ii, jjj, kkk)
-    p = s.create_plan()
+    p = s.create_plan(target)
     if packed:
         p.cache(B, index=jj, layout=acc.Array.Layout.VNNI)
     p.cache(C, index=kk)
@@ -134,14 +138,19 @@ def test_no_dot_where_the_pattern_does_not_hold(tmp_path, case):
     M, N, K = 6, 20, 12
     tb = S.int8
     types = (S.int8, tb, S.int32) if case == "int8 x int8" else (S.uint8, tb, S.int32)
+    # the code for a model with VPDPBUSD (the instruction is there, the pattern is not)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        fn, src = _build(tmp_path, *_matmul(M, N, K, types, packed=case != "B row-major"), "nodot")
-    assert not _calls(src, "accpy_dpbusd")
+        src = _matmul(M, N, K, types, packed=case != "B row-major", target=VNNI)[0].emit_c()
+    assert "accpy_dpbusd(" not in src
     if case == "B row-major":  # contiguous bytes: widened lanes
         assert "_mm512_cvtepi8_epi32(" in src and not seen
     else:  # B's bytes 4 apart in VNNI order: no byte gathers, the C compiler's vectorizer
         assert any("C compiler" in str(w.message) for w in seen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (without AVX-512, the loop is the C compiler's: a warning)
+        fn, src = _build(tmp_path, *_matmul(M, N, K, types, packed=case != "B row-major"), "nodot")
+    assert not _calls(src, "accpy_dpbusd")
     rng = np.random.default_rng(2)
     a = rng.integers(-128, 128, (M, K)).astype(np.int8) if case == "int8 x int8" else \
         rng.integers(0, 256, (M, K)).astype(np.uint8)
@@ -176,3 +185,22 @@ def test_vdpbf16ps_partial_pair_ignores_what_follows(tmp_path):
     c = np.zeros((M, N), np.float32)
     fn(a, b, c)
     assert np.all(c[0] == 6) and np.all(np.isnan(c[1]))
+
+
+@pytest.mark.parametrize("types, instruction, model", [
+    ((S.uint8, S.int8, S.int32), "accpy_dpbusd", VNNI), ((S.bfloat16, S.bfloat16, S.float32), "accpy_dpbf16ps", BF16)])
+def test_the_dot_instructions_are_emitted_for_a_model_that_has_them(types, instruction, model):
+    """What the tests above run where this CPU has the instructions, checked in the code for a named
+    model on every machine: the dot product on 16-lane vectors; none for a model without them
+    (AVX2) or without that one (no BF16 on the 8380)."""
+    import warnings
+
+    src = _matmul(7, 61, 43, types, target=model)[0].emit_c()
+    assert instruction + "(" in src and "__m512" in src
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the loops left to the C compiler say so
+        assert instruction + "(" not in _matmul(7, 61, 43, types, target=AVX2)[0].emit_c()
+    if instruction == "accpy_dpbf16ps":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert instruction + "(" not in _matmul(7, 61, 43, types, target=VNNI)[0].emit_c()

@@ -26,6 +26,10 @@ from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 S = acc.ScalarType
 VNNI = acc.Array.Layout.VNNI
+# code read here is emitted for named models, whatever this machine is
+AVX512 = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380)  # AVX-512 with VNNI, no tile unit
+AMX = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8480PLUS)  # the tile unit's instructions
+AVX2 = acc.Target(acc.Target.Model.INTEL_CORE_I7_4770)  # 8 float32 lanes
 
 
 def _tile_host():
@@ -107,26 +111,34 @@ def test_a_vectorized_loop_reads_whole_vectors_inside_one_panel():
     jj = s.split(j, 48)
     jjj = s.split(jj, 16)
     s.reorder(j, i, jj, k, jjj)
-    plan = s.create_plan()
-    plan.cache(args[1], index=i, panel_width=48)
-    plan.vectorize(jjj)
-    code = plan.emit_c()
-    assert "_mm512_loadu_ps(&B_cache[" in code or "_mm256_loadu_ps(&B_cache[" in code, code
-    assert_matches_reference(plan, args)
+    for target, load in ((AVX512, "_mm512_loadu_ps(&B_cache["), (AVX2, "_mm256_loadu_ps(&B_cache["), (None, None)):
+        plan = s.create_plan(target)
+        plan.cache(args[1], index=i, panel_width=48)
+        plan.vectorize(jjj)
+        if load:
+            code = plan.emit_c()
+            kernel = [ln for ln in code.splitlines() if "_fmadd_ps(" in ln]
+            assert load in code and kernel, code
+            for ln in kernel:  # every read of the packed block is a vector load (masked in the last panel)
+                assert ln.count("B_cache[") == len(re.findall(r"\w*load\w*_ps\([^&;]*&B_cache\[", ln)), ln
+    assert_matches_reference(plan, args)  # on this machine
 
 
 def test_the_copy_into_column_panels_reads_each_row_in_order():
     """Per group row, per panel, a panel row of 16 columns (no division in any address), then the
     last panel's columns; the cache is read where the panels put each element."""
+    from accpy.targets import x86tile
+
     nest, args, (i, j, k) = _matmul(4, 40, 8, S.int8, S.int32)
     s = nest.create_schedule()
     s.reorder(j, i, k)
-    plan = s.create_plan(_tile_host())
-    plan.cache(args[1], index=j, layout=VNNI, panel_width=16)
-    code = plan.emit_c()
-    copy = code[code.index("B_cache["):code.index("for (int64_t i")]
-    assert "B_p < 2" in copy and "< 8" in copy, copy  # two whole panels, then 8 columns
-    assert "floordiv" not in copy, copy
+    for target in (AMX, x86tile.emulating(AVX2), _tile_host()):  # named models' code; this machine's run
+        plan = s.create_plan(target)
+        plan.cache(args[1], index=j, layout=VNNI, panel_width=16)
+        code = plan.emit_c()
+        copy = code[code.index("B_cache["):code.index("for (int64_t i")]
+        assert "B_p < 2" in copy and "< 8" in copy, copy  # two whole panels, then 8 columns
+        assert "floordiv" not in copy, copy
     assert_matches_reference(plan, args)
 
 
@@ -173,18 +185,19 @@ def test_drawn_plans_with_caches_in_column_panels_match_the_reference(kind):
 def test_a_cache_in_column_panels_is_never_vectorized_across_its_panels():
     """A vectorized loop along the columns of a cache in panels of 8, whose vectors (16 float32
     lanes) would cross panels: an error saying why (vectors of 8 lanes fit: the same results)."""
-    def plan_in_panels(width):
+    def plan_in_panels(width, target=None):
         nest, args, (i, j, k) = _matmul(4, 48, 8, S.float32, S.float32)
         s = nest.create_schedule()
         s.reorder(i, k, j)
-        plan = s.create_plan()
+        plan = s.create_plan(target)
         plan.cache(args[1], index=i, panel_width=width)
         plan.vectorize(j)
         return plan, args
 
     with pytest.raises(acc.ScheduleError, match="panels of 8: the vectorized loop may move along them only"):
-        plan_in_panels(8)[0].emit_c()
-    assert_matches_reference(*plan_in_panels(32))
+        plan_in_panels(8, AVX512)[0].emit_c()
+    assert "_mm256_loadu_ps(&B_cache[" in plan_in_panels(8, AVX2)[0].emit_c()  # 8 lanes: one panel each
+    assert_matches_reference(*plan_in_panels(32))  # on this machine
 
 
 @pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32),
@@ -210,21 +223,23 @@ def test_a_vnni_multicache_of_panels_gives_the_same_results(ta, tc, width):
     j1 = s.split(j, 8)
     jj = s.split(j1, 4)
     s.reorder(j, i, j1, k, jj)
-    plan = s.create_plan()
-    plan.cache(args[1], index=k, trigger_index=j, layout=VNNI, panel_width=width)
-    code = plan.emit_c()
-    fills = [line for line in code.splitlines() if "B_cache[" in line and "= B[" in line]
-    assert fills and not any("floordiv" in line for line in fills), fills  # group row by group row
+    for target in (AVX2, AVX512, AMX, None):  # named models' code; the results on this machine
+        plan = s.create_plan(target)
+        plan.cache(args[1], index=k, trigger_index=j, layout=VNNI, panel_width=width)
+        code = plan.emit_c()
+        fills = [line for line in code.splitlines() if "B_cache[" in line and "= B[" in line]
+        assert fills and not any("floordiv" in line for line in fills), fills  # group row by group row
     assert_matches_reference(plan, args)
 
 
-def test_the_copy_into_a_vnni_cache_runs_in_its_memory_order():
+@pytest.mark.parametrize("target", [AVX2, AVX512, AMX], ids=["AVX2", "AVX-512", "AMX"])
+def test_the_copy_into_a_vnni_cache_runs_in_its_memory_order(target):
     """The fill loops go group row by group row, column by column, the rows of a group unrolled:
     consecutive stores to consecutive elements; a partial last group is guarded."""
     nest, args, (i, j, k) = _matmul(4, 8, 6, S.int8, S.int32)
     s = nest.create_schedule()
     s.reorder(j, i, k)
-    plan = s.create_plan()
+    plan = s.create_plan(target)
     plan.cache(args[1], index=j, layout=VNNI)
     code = plan.emit_c()
     from accpy.targets.library import grouped_block
@@ -415,7 +430,7 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
     assert (esz["GR"], esz["GC"], esz["NC"], esz["KC"], esz["split"]) == (1, 1, 16, 2048, "i")
     assert [n for n, _, _ in tile_matmul_parts(1000, 1000, 1000, "int8", c_offset=16)] == ["mm"]
     assert [n for n, _, _ in tile_matmul_parts(512, 512, 512, "int8", c_offset=16)] == ["mm"]  # C under 4 MiB
-    parts = tile_matmul_parts(2048, 2048, 2048, "int8", c_offset=16)
+    parts = tile_matmul_parts(2048, 2048, 2048, "int8", target=AMX, c_offset=16)
     assert [n for n, _, _ in parts] == ["mm", "mm_edge"]
     main, edge = (plan.emit_c() for _, plan, _ in parts)
     # the first part's accumulator tiles from column 12 (48 bytes: 16 + 48 is a whole line)
@@ -463,7 +478,7 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
         assert "PF" not in tile_block_sizes(256, 256, 256, "bf16", threads)  # C: 256 KiB
         assert "PF" not in tile_block_sizes(511, 513, 257, "int8", threads)  # C: just under 1 MiB
         assert "PF" not in tile_block_sizes(8000, 40, 256, "int8", threads)  # one whole column step
-    plan, _ = tile_matmul_plan(512, 512, 512, "int8", 1)
+    plan, _ = tile_matmul_plan(512, 512, 512, "int8", 1, target=AMX)
     code = plan.emit_c()
     k_loop = code[code.index("for (int64_t k = "):]
     assert "__builtin_prefetch((const void*)((uintptr_t)C" in k_loop[:k_loop.index("accpy_amx_dpbusd")]
@@ -480,7 +495,7 @@ def test_the_fused_quantized_plan_prefetches_the_next_accumulator_block_where_k_
     assert tile_block_sizes(1000, 1000, 1500, "int8", k_blocks=False)["PF"] == 1  # its blocks: 1024 bytes
     assert "PF" not in fused_block_sizes(1000, 1000, 1500)  # the fused plan's one block: 1500 bytes
     for K, fetched in ((1000, True), (1500, False)):
-        code = fused_tile_plan(1000, 1000, K, True, 1)[0].emit_c()
+        code = fused_tile_plan(1000, 1000, K, True, 1, target=AMX)[0].emit_c()
         k_loop = code[code.index("for (int64_t k = "):]
         assert ("__builtin_prefetch((const void*)((uintptr_t)Acc" in k_loop[:k_loop.index("accpy_amx_dpbusd")]) is fetched
 
