@@ -511,7 +511,7 @@ def test_bool_misuse(arrays, misuse):
 
     expected = {"if": "truth value", "and": "truth value", "or": "truth value", "not": "truth value",
                 "chained": "truth value", "select_float": "boolean condition",
-                "logical_and_float": "boolean operands", "logical_not_int": "boolean operands",
+                "logical_and_float": "boolean condition", "logical_not_int": "boolean condition",
                 "bitand_float": "bitwise", "invert_float": "bitwise not", "invert_bool": "bitwise not",
                 "shift_float": "bitwise", "abs_bool": "numeric operand", "mod_bool": "not defined for bool"}
     logic_error(body, r"statement 1", expected[misuse])

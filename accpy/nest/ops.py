@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import LogicError
-from ..ir.expr import BinOp, Call, UnOp
+from ..ir.expr import BinOp, Call, Cast, Const, UnOp
 from ..ir.types import ScalarType
 from .logic import Value, _coerce, _operand_types, binary, cast, lift, select
 
@@ -82,29 +82,47 @@ def type_size_bytes(t) -> int:
     return 8 if st is ScalarType.index else max(1, st.bits // 8)
 
 
-def _bool(x) -> Value:
+def _truth(x, what: str) -> tuple:
+    """(the operand as a logic Value, its truth as a boolean IR expression): a bool as it is, a
+    number as `x != 0` (Accera's logical operations take integers and test them against zero)."""
     v = lift(x)
-    if v.element_type is not ScalarType.bool:
-        raise LogicError(f"a logical operation needs boolean operands, got {v.element_type.name}")
-    return v
+    t = v.element_type
+    if t is ScalarType.bool:
+        return v, v.expr
+    if t.is_int or t.is_float or t is ScalarType.index:
+        return v, BinOp("ne", v.expr, Const(0 if not t.is_float else 0.0, t), ScalarType.bool)
+    raise LogicError(f"{what} needs boolean or numeric operands, got {t.name}")
+
+
+def _as_type_of(cond, t: ScalarType) -> Value:
+    """A boolean result in the type of the first operand (1 or 0 for numbers), as Accera returns it."""
+    return Value(cond if t is ScalarType.bool else Cast(cond, t))
+
+
+def _binary_logical(name: str, op: str, a, b) -> Value:
+    literal_a = not isinstance(a, Value)
+    va, ca = _truth(a, f"acc.{name}")
+    vb, cb = _truth(b, f"acc.{name}")
+    t = vb.element_type if literal_a and isinstance(b, Value) else va.element_type
+    return _as_type_of(BinOp(op, ca, cb, ScalarType.bool), t)
 
 
 def logical_and(a, b) -> Value:
-    """`acc.logical_and(a, b)`: both boolean conditions hold."""
-    a, b = _bool(a), _bool(b)
-    return Value(BinOp("land", a.expr, b.expr, ScalarType.bool))
+    """`acc.logical_and(a, b)`: whether both operands are true (non-zero). With boolean operands
+    a condition; with a number first, that number's type holding 1 or 0 (as Accera returns it)."""
+    return _binary_logical("logical_and", "land", a, b)
 
 
 def logical_or(a, b) -> Value:
-    """`acc.logical_or(a, b)`: either boolean condition holds."""
-    a, b = _bool(a), _bool(b)
-    return Value(BinOp("lor", a.expr, b.expr, ScalarType.bool))
+    """`acc.logical_or(a, b)`: whether either operand is true (non-zero); typed as logical_and."""
+    return _binary_logical("logical_or", "lor", a, b)
 
 
 def logical_not(a) -> Value:
-    """`acc.logical_not(a)`: the boolean condition does not hold."""
-    a = _bool(a)
-    return Value(UnOp("not", a.expr, ScalarType.bool))
+    """`acc.logical_not(a)`: whether the operand is false (zero): a condition for a boolean operand,
+    else 1 or 0 in the operand's type (as Accera returns it)."""
+    v, c = _truth(a, "acc.logical_not")
+    return _as_type_of(UnOp("not", c, ScalarType.bool), v.element_type)
 
 
 # keep the imported helpers referenced for linters
