@@ -3,7 +3,7 @@ index expression, the elements an access moves per iteration, an access's elemen
 by the vectorizer (accpy/lower/vectorize.py) and its dot-product matching (vector_products.py)."""
 from __future__ import annotations
 
-from ..ir.affine import Affine, element_offset, to_affine
+from ..ir.affine import combination_affine, element_offset, to_affine
 from ..ir.expr import BinOp, Const, Var
 from ..ir.visitor import free_vars, substitute
 
@@ -35,7 +35,13 @@ def coef_of(e, lane: Var):
 
 def lane_coef(buffer, indices, lane: Var, chunk=None) -> int:
     """How many elements the address moves when the loop counter moves by one. `chunk` (base,
-    lanes): the vector's lanes are lane = base + l, l < lanes (where they may meet column panels)."""
+    lanes): the vector's lanes are lane = base + l, l < lanes (where they may meet column panels).
+    Subscripts that are not affine in the loop counter count when the address they make is:
+    `[x // m, x % m]` in a dimension of extent m is the flat offset x (combination_affine)."""
+    if buffer.group == 1 and buffer.panel == 1 and any(coef_of(ix, lane) is None for ix in indices):
+        flat = _flat_offset(buffer, indices)
+        if flat is not None:
+            return flat.coef(lane)
     total = 0
     for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
         c = coef_of(ix, lane)
@@ -65,14 +71,22 @@ def _in_one_panel(buffer, ix, lane: Var, c: int, chunk) -> bool:
     return a is not None and a.const % w == 0 and all(k % w == 0 for _, k in a.terms)
 
 
+def _flat_offset(buffer, indices):
+    """The element offset of `buffer[indices]` as an Affine where the subscripts' floor divisions
+    and remainders recombine (`m * (x // m) + x % m == x`); None when they do not or a stride is
+    not constant."""
+    pairs = []
+    for ix, st in zip(indices, buffer.strides):
+        c = to_affine(st)
+        if c is None or not c.is_const:
+            return None
+        pairs.append((ix, c.const))
+    return combination_affine(pairs)
+
+
 def access_offset(buffer, indices):
-    """The element offset of an access as an Affine (None when a stride is not constant)."""
+    """The element offset of an access as an Affine (None when a stride is not constant, or the
+    offset is not affine)."""
     if buffer.group > 1 or buffer.panel > 1:
         return to_affine(element_offset(buffer, indices))
-    total = Affine.constant(0)
-    for ix, st in zip(indices, buffer.strides):
-        a, c = to_affine(ix), to_affine(st)
-        if a is None or c is None or not c.is_const:
-            return None
-        total = total + a * c.const
-    return total
+    return _flat_offset(buffer, indices)

@@ -4,12 +4,13 @@ replace single-iteration loops by their one value.
 Guarantees afterwards: no loop with a constant trip count <= 1 remains, index
 expressions are in canonical affine form, and constant conditions are folded, also those
 decided by the ranges of the loops around them (constant bounds): `2 * x < 512` inside
-`for x in [0, 256)` is true.
+`for x in [0, 256)` is true; floor divisions and remainders by constants that those ranges
+decide are affine: `(8*i + ii) // 8` is `i` and `(8*i + ii) % 8` is `ii` inside `for ii in [0, 8)`.
 """
 from __future__ import annotations
 
 from ..ir.kinds import LoopKind
-from ..ir.affine import affine_bounds, to_affine
+from ..ir.affine import Affine, affine_bounds, to_affine
 from ..ir.expr import BinOp, Const, as_int, idx_op
 from ..ir.stmt import Block, For, If, block
 from ..ir.types import ScalarType
@@ -32,6 +33,10 @@ class Simplify(Mutator):
                 ca, cb = as_int(e.a), as_int(e.b)
                 if ca is not None and cb is not None:
                     return idx_op(e.op, ca, cb)
+                if e.op in ("floordiv", "mod") and cb is not None and cb > 0:
+                    q_r = divmod_in_ranges(to_affine(e.a), cb, self.ranges)
+                    if q_r is not None:
+                        return q_r[0 if e.op == "floordiv" else 1].to_expr()
                 if e.op in ("min", "max") and e.a == e.b:
                     return e.a
         if e.dtype is ScalarType.bool and e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
@@ -79,6 +84,22 @@ class Simplify(Mutator):
 
     def visit_Block(self, b: Block):
         return block(*[self.visit(x) for x in b.stmts]) if b.stmts else b
+
+
+def divmod_in_ranges(a, m: int, ranges: dict):
+    """(a // m, a % m) as Affines, exactly, when the loops' ranges decide the quotient's part that
+    varies: a = m*Q + R with Q the terms whose coefficients m divides, and R (the other terms and
+    the constant's remainder) within one interval [m*k, m*k + m) over the ranges; then
+    a // m = Q/m + k and a % m = R - m*k. None otherwise (or when `a` is not affine)."""
+    if a is None:
+        return None
+    rest = Affine([(v, c) for v, c in a.terms if c % m], a.const % m)
+    b = affine_bounds(rest, ranges)
+    if b is None or b[0] // m != b[1] // m:
+        return None
+    k = b[0] // m
+    q = Affine([(v, c // m) for v, c in a.terms if c % m == 0], a.const // m + k)
+    return q, rest - m * k
 
 
 def _decided(op: str, lo: int, hi: int):
