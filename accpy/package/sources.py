@@ -155,7 +155,8 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     body = _feature_check(pf, pf.target)
     if debug:
         ref = pf.lowered_reference(f"{pf.name}__reference")
-        out.append(emit_function(ref, linkage="static "))
+        out.append(pf.impl_source(ref.name, "static ") if hasattr(pf, "impl_source") else
+                   emit_function(ref, linkage="static "))
         # Only accpy_-prefixed helpers are called here: a parameter (named by the user)
         # could shadow malloc, free, fabs, ... (argument names never start with accpy_).
         copies = [i for i in infos if i.kind == KIND_ARRAY and i.written]
