@@ -141,7 +141,7 @@ class CallingFunction:
         self._program = None
         if plan is not None:
             self._check_plan()
-            self.program()  # a nest of calls is checked when added
+            self.lowered("check")  # a nest of calls is checked (windows, sizes, roles) when added
 
     @property
     def display(self) -> str:

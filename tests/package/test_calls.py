@@ -1,0 +1,190 @@
+"""Functions made of calls (accpy/package/calls.py): a Python function given to Package.add, and a
+nest whose iteration logic calls package functions; compared with numpy and with the reference."""
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy import Array, Nest, Package, Role, ScalarType
+
+
+def _copy_fn(package, src, dst, base):
+    nest = Nest(dst.shape)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        dst[i, j] = src[i, j] * 2.0
+
+    return package.add(nest, args=(src, dst), base_name=base)
+
+
+def test_python_function_calls_with_temp_and_views(tmp_path):
+    package = Package()
+    X = Array(role=Role.INPUT, shape=(8, 8))
+    Y = Array(role=Role.INPUT_OUTPUT, shape=(8, 8))
+    src = Array(role=Role.INPUT, shape=(4, 4))
+    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    double = _copy_fn(package, src, dst, "twice")
+
+    def body(X, Y):
+        T = Array(role=Role.TEMP, shape=(4, 4))
+        double(X.sub_array(offsets=(2, 3), shape=(4, 4)), T)  # a window of another layout: through a copy
+        double(T, Y.sub_array(offsets=(4, 0), shape=(4, 4)))
+        Y[0, 0] = 7.0
+        Y[1, 1] += X[0, 0]
+
+    f = package.add(body, args=(X, Y), base_name="body")
+    lib = package.build("calls_py", output_dir=tmp_path, python_module=False)
+    x = np.random.rand(8, 8).astype(np.float32)
+    y = np.random.rand(8, 8).astype(np.float32)
+    want = y.copy()
+    want[4:8, 0:4] = x[2:6, 3:7] * 4
+    want[0, 0] = 7.0
+    want[1, 1] += x[0, 0]
+    ref = y.copy()
+    f.reference({X: x, Y: ref})
+    np.testing.assert_allclose(ref, want, rtol=1e-6)
+    getattr(lib, f.name)(x, y)
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+def test_nest_of_calls_over_tiles_with_erased_loops(tmp_path):
+    package = Package()
+    A = Array(role=Role.INPUT, shape=(8, 12))
+    B = Array(role=Role.INPUT_OUTPUT, shape=(8, 12))
+    src = Array(role=Role.INPUT, shape=(4, 4))
+    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    double = _copy_fn(package, src, dst, "twice_tile")
+    nest = Nest((8, 12))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        double(A.sub_array(offsets=(i, j), shape=(4, 4)), B.sub_array(offsets=(i, j), shape=(4, 4)))
+
+    sched = nest.create_schedule()
+    ii, jj = sched.tile({i: 4, j: 4})
+    plan = sched.create_plan()
+    plan._erase_loops([ii, jj])
+    f = package.add(plan, args=(A, B), base_name="tiles")
+    lib = package.build("calls_tiles", output_dir=tmp_path, python_module=False)
+    a = np.random.rand(8, 12).astype(np.float32)
+    b = np.zeros((8, 12), np.float32)
+    ref = b.copy()
+    f.reference({A: a, B: ref})
+    np.testing.assert_allclose(ref, 2 * a, rtol=1e-6)
+    getattr(lib, f.name)(a, b)
+    np.testing.assert_allclose(b, 2 * a, rtol=1e-6)
+
+
+def test_window_leaving_its_array_is_refused():
+    package = Package()
+    A = Array(role=Role.INPUT, shape=(8, 12))
+    B = Array(role=Role.INPUT_OUTPUT, shape=(8, 12))
+    src = Array(role=Role.INPUT, shape=(4, 4))
+    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    double = _copy_fn(package, src, dst, "twice_tile")
+    nest = Nest((8, 12))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        double(A.sub_array(offsets=(i, j), shape=(4, 4)), B.sub_array(offsets=(i, j), shape=(4, 4)))
+
+    # without erasing the inner loops, the window at (i, j) = (7, 11) leaves A
+    with pytest.raises(acc.LogicError, match="window of A given may leave it along dimension 0"):
+        package.add(nest, args=(A, B), base_name="all_points")
+
+
+def test_reordered_calls_are_refused():
+    package = Package()
+    A = Array(role=Role.INPUT_OUTPUT, shape=(4,))
+    one = Array(role=Role.INPUT_OUTPUT, shape=(4,))
+    n1 = Nest((4,))
+    k = n1.get_indices()
+
+    @n1.iteration_logic
+    def _():
+        one[k] += 1.0
+
+    inc = package.add(n1, args=(one,), base_name="inc")
+    nest = Nest((2, 3))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        inc(A)
+
+    sched = nest.create_schedule()
+    sched.reorder(j, i)
+    with pytest.raises(acc.ScheduleError, match="reordering calls is not built"):
+        package.add(sched, args=(A,), base_name="reordered")
+
+
+def test_array_made_inside_must_be_temp(tmp_path):
+    package = Package()
+    A = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    src = Array(role=Role.INPUT, shape=(4, 4))
+    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    double = _copy_fn(package, src, dst, "twice")
+
+    def wrong(A):
+        T = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+        double(A, T)
+
+    package.add(wrong, args=(A,))  # traced when the package is built (as Accera does)
+    with pytest.raises(ValueError, match=r"wrong: the array T \(INPUT_OUTPUT\) is used but is not among the "
+                                         r"arguments; an array made inside the function must be Role.TEMP"):
+        package.build("calls_wrong", output_dir=tmp_path, python_module=False)
+
+
+def test_call_checks_its_arguments():
+    package = Package()
+    src = Array(role=Role.INPUT, shape=(4, 4))
+    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    double = _copy_fn(package, src, dst, "twice")
+    X = Array(role=Role.INPUT, shape=(4, 4))
+    I8 = Array(role=Role.INPUT_OUTPUT, shape=(4, 4), element_type=ScalarType.int8)
+    with pytest.raises(TypeError, match=r"twice: a package function is called inside iteration logic"):
+        double(X, X)
+
+    def too_few(X):
+        double(X)
+
+    def wrong_type(X, I8):
+        double(X, I8)
+
+    def writes_input(X):
+        double(X, X)
+
+    package.add(too_few, args=(X,))
+    with pytest.raises(TypeError, match=r"twice: takes 2 arguments \(src, dst\), got 1"):
+        package.build("calls_bad", python_module=False)
+    package._functions.pop()
+    package.add(wrong_type, args=(X, I8))
+    with pytest.raises(TypeError, match=r"argument 1 \(dst\): expected float32 elements, got I8 of int8"):
+        package.build("calls_bad", python_module=False)
+    package._functions.pop()
+    package.add(writes_input, args=(X,))
+    with pytest.raises(ValueError, match=r"twice writes it, but X is INPUT \(read-only\)"):
+        package.build("calls_bad", python_module=False)
+
+
+def test_logic_function_replaces_captured_variables():
+    A = Array(role=Role.INPUT_OUTPUT, shape=(4,))
+    B = Array(role=Role.INPUT_OUTPUT, shape=(4,))
+    nest = Nest((4,))
+    i = nest.get_indices()
+
+    def fill():
+        A[i] = 1.0
+
+    logic = acc.logic_function(fill)
+    assert acc.logic_function(logic) is logic
+    assert logic.get_args() == {"A": A}
+    assert logic.get_indices() == {"i": i}
+    nest.iteration_logic(lambda: logic(A=B))  # the statement writes B
+    assert nest.statements[0].assign.buffer is B.buffer
+    assert A is logic.get_args()["A"]  # restored
+    with pytest.raises(TypeError, match="C is not a variable the function captures"):
+        logic(C=B)
