@@ -173,10 +173,16 @@ class _ViewBounds:
         self.shape = view.shape_exprs()
 
 
-def check_statements(nest, statements, view_accesses=(), arrays=()) -> None:
+def check_statements(nest, statements, view_accesses=(), arrays=(), index_arguments=()) -> list:
     """Roles, affine indices and bounds of captured statements (and of accesses through views).
     A write to an INPUT array warns (InputWriteWarning) and makes it INPUT_OUTPUT (`arrays`: the
-    Arrays the logic uses, whose role changes with their buffer's)."""
+    Arrays the logic uses, whose role changes with their buffer's).
+
+    Returns the preconditions of the logic: where an index uses one of `index_arguments` (variables
+    of values given to the function that size nothing, e.g. a tile's position), the accesses are in
+    bounds exactly when these affine constraints (>= 0) on the arguments hold (preconditions.py)."""
+    from .preconditions import split_positional
+
     nest_vars = set(nest.index_vars)
     symbols = _runtime_sizes(nest, statements)
     for _, view, _ in view_accesses:
@@ -186,7 +192,8 @@ def check_statements(nest, statements, view_accesses=(), arrays=()) -> None:
                 symbols.update(a.vars)
     pending_bounds = []
     for where, view, indices in view_accesses:
-        affs = [_affine_index(where, _ViewBounds(view), k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]
+        affs = [_affine_index(where, _ViewBounds(view), k, ix, nest_vars, symbols, index_arguments)
+                for k, ix in enumerate(indices)]
         pending_bounds.append((where, _ViewBounds(view), affs, [[]]))  # ([[]]: no condition assumed)
     for st in statements:
         store = st.assign
@@ -203,14 +210,17 @@ def check_statements(nest, statements, view_accesses=(), arrays=()) -> None:
             if not is_write and buf.role == BufferRole.OUTPUT:
                 raise LogicError(f"{st.describe()}: reads {buf.name}, an OUTPUT array (write-only: its "
                                  f"initial contents are undefined); use Role.INPUT_OUTPUT to accumulate into it")
-            affs = [_affine_index(st, buf, k, ix, nest_vars, symbols) for k, ix in enumerate(indices)]
+            affs = [_affine_index(st, buf, k, ix, nest_vars, symbols, index_arguments)
+                    for k, ix in enumerate(indices)]
             pending_bounds.append((st, buf, affs, where))
+    pending_bounds, pre = split_positional(nest, pending_bounds, symbols)
     problems = prove_in_bounds(nest, pending_bounds)
     if problems:
         raise LogicError(problems[0])
+    return pre
 
 
-def _affine_index(st, buf, k: int, ix, nest_vars, symbols):
+def _affine_index(st, buf, k: int, ix, nest_vars, symbols, index_arguments=()):
     """The index as an Affine, or (quasi-affine: `//`, `%` by positive constants) the expression."""
     a = to_affine(ix)
     if a is None:
@@ -222,7 +232,7 @@ def _affine_index(st, buf, k: int, ix, nest_vars, symbols):
                              f"runtime sizes, with `//` and `%` by positive integer constants)")
         a = ix
     for v in sorted(_index_vars(a), key=lambda v: v.uid):
-        if v not in nest_vars and v not in symbols:
+        if v not in nest_vars and v not in symbols and not (isinstance(a, Affine) and v in index_arguments):
             raise LogicError(f"{st.describe()}: index {k} of {buf.name} uses `{v.name}`, which "
                              f"is not an index of this nest (or a runtime dimension)")
     return a

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import weakref
 from typing import Optional
 
 import numpy as np
@@ -25,6 +26,9 @@ class Role(enum.Enum):
     TEMP = "temp"
 
 
+
+
+DIMENSION_VARS: "weakref.WeakSet" = weakref.WeakSet()  # the variables of every acc.Dimension
 
 
 class Dimension(Value):
@@ -57,6 +61,7 @@ class Dimension(Value):
         self.role = Role.INPUT
         self.value = value
         super().__init__(Var(self.name, ScalarType.index))
+        DIMENSION_VARS.add(self.var)  # (a Dimension that sizes nothing is an index argument: nest/functions.py)
 
     @property
     def var(self) -> Var:

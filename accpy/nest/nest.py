@@ -38,6 +38,7 @@ class Nest:
         self._arrays: dict = {}  # id -> the Arrays the captured logic accesses
         self._deferred = False  # True once some logic needs parameter values
         self._calls: list = []  # calls of package functions in the logic (nest/functions.py CallRecord)
+        self._preconditions: list = []  # on index arguments (analysis/preconditions.py), from the checks
 
     # -- structure ----------------------------------------------------------------------
     def get_shape(self) -> list:
@@ -61,6 +62,11 @@ class Nest:
     def arrays_used(self) -> list:
         """The Arrays the captured logic accesses."""
         return list(self._arrays.values())
+
+    @property
+    def preconditions(self) -> list:
+        """Constraints on the index arguments under which every access is in bounds (analysis/preconditions.py)."""
+        return list(self._preconditions)
 
     @property
     def calls(self) -> list:
@@ -149,7 +155,11 @@ class Nest:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
         from ..analysis.logic_check import check_statements
 
-        check_statements(self, cap.statements, cap.view_accesses, list(cap.arrays.values()))
+        from .functions import index_argument_vars
+
+        pre = check_statements(self, cap.statements, cap.view_accesses, list(cap.arrays.values()),
+                               index_argument_vars())
+        self._preconditions.extend(p for p in pre if p not in self._preconditions)
         self._arrays.update(cap.arrays)
         return cap.statements
 

@@ -310,6 +310,11 @@ class CallingFunction:
         for p, b in zip(params, rec.bindings):
             if isinstance(p, (Dimension, Scalar)):
                 bind[p.var] = substitute(b, imap)
+        for p in preconditions_of(callee):
+            need = substitute(p.constraint.to_expr(), bind)
+            if not domain.prove([], domain.term(need) >= 0):
+                raise LogicError(f"{rec.describe()}: the arguments given to {fname} may break its precondition "
+                                 f"{p.why}; accpy proves a called function's preconditions for every call")
         args, pre, post, allocs = [], [], [], []
         roots = {}
         for k, (p, obj, b) in enumerate(zip(params, objs, rec.bindings)):
@@ -498,3 +503,32 @@ def calling_function(source, args, base_name: str, parameters, auxiliary):
         raise NotImplementedError("parameters: a function made of calls takes no parameter values (give them to "
                                   "the functions it calls)")
     return CallingFunction(args, base_name, Target.HOST, python_fn=python_fn, plan=source, auxiliary=auxiliary)
+
+
+def preconditions_of(fn) -> list:
+    """The preconditions (analysis/preconditions.py) of a package function: its nests' (none for a
+    function made of calls, whose calls are proved)."""
+    plan = getattr(fn, "plan", None)
+    if plan is None or isinstance(fn, CallingFunction):
+        return []
+    out = []
+    for part in plan.schedule.space.parts:
+        out += [p for p in part.nest.preconditions if p not in out]
+    return out
+
+
+def precondition_checks(fn, display: str) -> list:
+    """C lines refusing a call whose index arguments break a precondition (the error names it)."""
+    from ..ir.names import c_string
+
+    names = {i.obj: i.name for i in fn.infos}
+    lines = []
+    for p in preconditions_of(fn):
+        terms = [f"{c}*(int64_t){names[v]}" for v, c in p.constraint.terms if v in names]
+        if len(terms) != len(p.constraint.terms):
+            continue  # (a variable that is not an argument: the argument checks of Package.add refuse it)
+        text = " + ".join(terms + [f"(int64_t){p.constraint.const}"])
+        msg = c_string("%s: the arguments break a precondition: " + p.why.replace("%", "%%"))
+        lines += [f"    if (!({text} >= 0)) {{", f"        accpy_set_error({msg}, {c_string(display)});",
+                  "        return;", "    }"]
+    return lines

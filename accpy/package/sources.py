@@ -152,7 +152,9 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     out = [pf.impl_source(impl.name, f"static {attr}") if hasattr(pf, "impl_source") else
            emit_function(impl, linkage=f"static {attr}")]  # (a function of calls: package/calls.py)
     params = function_params(impl, names)
-    body = _feature_check(pf, pf.target)
+    from .calls import precondition_checks
+
+    body = _feature_check(pf, pf.target) + precondition_checks(pf, display_name(pf))
     if debug:
         ref = pf.lowered_reference(f"{pf.name}__reference")
         out.append(pf.impl_source(ref.name, "static ") if hasattr(pf, "impl_source") else
