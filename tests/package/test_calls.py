@@ -188,3 +188,74 @@ def test_logic_function_replaces_captured_variables():
     assert A is logic.get_args()["A"]  # restored
     with pytest.raises(TypeError, match="C is not a variable the function captures"):
         logic(C=B)
+
+
+def _tiled_matmul(package, erase=True):
+    """Accera's nested nests: a packing function and a tile matmul called at each tile's position."""
+    M, N, K, Mt, Nt, Kt = 8, 16, 6, 4, 8, 3
+    A = Array(role=Role.INPUT, shape=(M, K))
+    B = Array(role=Role.INPUT, shape=(K, N))
+    C = Array(role=Role.INPUT_OUTPUT, shape=(M, N))
+    B_temp = Array(role=Role.TEMP, shape=(Kt, Nt))
+    io_B = Array(role=Role.INPUT_OUTPUT, shape=(Kt, Nt))
+    i0, j0, k0 = acc.Dimension("i0"), acc.Dimension("j0"), acc.Dimension("k0")
+    pack = Nest([Kt, Nt])
+    pk, pj = pack.get_indices()
+
+    @pack.iteration_logic
+    def _():
+        io_B[pk, pj] = B[pk + k0, pj + j0]
+
+    pack_fn = package.add(pack, args=(B, io_B, j0, k0), base_name="pack_tile")
+    mm = Nest([Mt, Nt, Kt])
+    mi, mj, mk = mm.get_indices()
+
+    @mm.iteration_logic
+    def _():
+        C[mi + i0, mj + j0] += A[mi + i0, mk + k0] * io_B[mk, mj]
+
+    mm_plan = mm.create_plan()
+    mm_plan.vectorize(mj)
+    mm_fn = package.add(mm_plan, args=(A, C, io_B, i0, j0, k0), base_name="mm_tile")
+    tiles = Nest([M, N, K])
+    i, j, k = tiles.get_indices()
+
+    @tiles.iteration_logic
+    def _():
+        pack_fn(B, B_temp, j, k)
+        mm_fn(A, C, B_temp, i, j, k)
+
+    sched = tiles.create_schedule()
+    ii, jj, kk = sched.tile({i: Mt, j: Nt, k: Kt})
+    plan = sched.create_plan()
+    if erase:
+        plan._erase_loops([ii, jj, kk])
+    return (A, B, C), pack_fn, package.add(plan, args=(A, B, C), base_name="tiled")
+
+
+def test_nested_nests_matmul_with_index_arguments(tmp_path):
+    package = Package()
+    (A, B, C), pack_fn, full = _tiled_matmul(package)
+    lib = package.build("calls_mm", output_dir=tmp_path, python_module=False)
+    a, b = np.random.rand(8, 6).astype(np.float32), np.random.rand(6, 16).astype(np.float32)
+    c = np.random.rand(8, 16).astype(np.float32)
+    want = a @ b + c
+    ref = c.copy()
+    full.reference({A: a, B: b, C: ref})
+    np.testing.assert_allclose(ref, want, rtol=1e-5)
+    getattr(lib, full.name)(a, b, c)
+    np.testing.assert_allclose(c, want, rtol=1e-5)
+    # the packing function called directly: its entry checks its preconditions (0 <= j0 <= 8, 0 <= k0 <= 3)
+    t = np.zeros((3, 8), np.float32)
+    getattr(lib, pack_fn.name)(b, t, 8, 3)
+    np.testing.assert_array_equal(t, b[3:6, 8:16])
+    with pytest.raises(acc.KernelError, match=r"pack_tile: the arguments break a precondition: index 1 of B "
+                                              r"\(`j0 \+ pj`\) < 16 at every iteration"):
+        getattr(lib, pack_fn.name)(b, t, 9, 3)
+
+
+def test_a_call_that_may_break_a_precondition_is_refused():
+    # without erasing the loops inside a tile, k runs to 5 and the packing of B[k:k + 3, ..] leaves B
+    with pytest.raises(acc.LogicError, match=r"call 1 \(`pack_fn\(B, B_temp, j, k\)`.*\): the arguments given to "
+                                             r"pack_tile may break its precondition index 0 of B \(`k0 \+ pk`\) < 6"):
+        _tiled_matmul(Package(), erase=False)
