@@ -16,6 +16,7 @@ from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, fast_exp_mlas,
                        tan, tanh, type_size_bytes)
 from .package import BuiltPackage, Format, Mode, Package, Platform, load
 from .plan import Plan
+from . import algorithms  # Accera's acc.algorithms: heuristics for Plan.auto
 from .plan.cache import Cache, MemorySpace
 from .schedule.fuse import FusedSchedule, fuse
 from .schedule.schedule import Schedule

@@ -265,6 +265,8 @@ class Package:
         plan = _plan_of(source)
         if parameters is not None and not isinstance(parameters, (dict, list)):
             raise TypeError("parameters: expected a dict (or a list of dicts)")
+        if not isinstance(parameters, list) and plan.auto_grid(parameters) is not None:
+            parameters = plan.auto_grid(parameters)  # Plan.auto's open choices: one function each
         if isinstance(parameters, list):
             return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
         from ..nest.parameters import parameter_values

@@ -6,10 +6,12 @@ from ..errors import ScheduleError
 from ..nest.logic import Index
 from ..nest.recording import Recording
 from ..targets.library import has_vectors, libraries, tensor_library
+from .auto import AutoPlanning
+from .describe import _describe_cache
 from .packing import RuntimePacking
 
 
-class Plan(RuntimePacking):
+class Plan(RuntimePacking, AutoPlanning):
     """Annotations of a schedule for a target. Each call is checked and applied at once when
     nothing in it waits for parameter values; it is recorded in any case, and `realize()`
     replays the record on the realized schedule (see accpy/nest/parameters.py)."""
@@ -126,8 +128,11 @@ class Plan(RuntimePacking):
 
         if target is None:
             target = Target.HOST
+        if not isinstance(target, Target):
+            raise TypeError(f"target: expected an acc.Target (e.g. acc.Target.HOST), got {type(target).__name__} "
+                            f"{target!r}")
         self._schedule = schedule
-        self._target = target
+        self._target = target._seal()  # the plan's code depends on its values: no assignment from now on
         self._kinds: list = []  # (index handle, "unrolled" | "vectorized"), in request order
         self._caches: list = []
         self._parallel = None
@@ -484,34 +489,9 @@ class Plan(RuntimePacking):
     def __repr__(self) -> str:
         """The schedule's loop order and every annotation: unrolled / vectorized / parallel
         indices, caches with their levels, tensorize requests, calls waiting for parameters."""
-        from ..nest.parameters import UnresolvedParameter
+        from .describe import describe_plan
 
-        try:
-            order = "(" + ", ".join(d.index.name for d in self._schedule.space.dims) + ")"
-        except UnresolvedParameter:
-            order = "known when the parameters have values"
-        parts = [f"target={self._target.name}", f"order={order}"]
-        for kind in (LoopKind.UNROLLED, LoopKind.VECTORIZED):
-            names = [ix.name for ix, k in self._kinds if k == kind]
-            if names:
-                parts.append(f"{kind}=({', '.join(names)})")
-        if self._parallel is not None:
-            ixs, policy, threads = self._parallel
-            parts.append(f"parallel=({', '.join(ix.name for ix in ixs)}; policy={policy}, threads={threads})")
-        for c in self._caches:
-            parts.append(f"cache={_describe_cache(c)}")
-        for ixs, intr in self._tensorized:
-            parts.append(f"tensorize=({', '.join(ix.name for ix in ixs)}; {intr.name})")
-        for src, ix, d, loc, sp in self._prefetches:
-            parts.append(f"prefetch=({_short(getattr(src, 'array', src))}, index={ix.name}, distance={d}"
-                         f"{'' if loc == 3 else f', locality={loc}'}{'' if sp is None else f', spread={sp.name}'})")
-        if self._waiting:
-            # nothing was applied: the calls are replayed once the parameters have values
-            calls = [f"{op}({', '.join(_short(a) for a in args)}"
-                     f"{''.join(f', {k}={_short(v)}' for k, v in kwargs.items() if v is not None and v is not False)})"
-                     for op, args, kwargs, _ in self._commands]
-            parts.append(f"waiting for parameters=[{'; '.join(calls)}]")
-        return f"Plan({', '.join(parts)})"
+        return describe_plan(self)
 
     def tensorize_requests(self) -> list:
         """[(loop vars (i, j, k), description)] of the tensorized sub-nests, for lowering."""
@@ -568,33 +548,3 @@ def _writes_back(cache) -> bool:
     from ..nest.array import Role
 
     return cache.role not in (Role.INPUT, Role.CONST)
-
-
-def _short(x) -> str:
-    """An argument of a recorded plan call, by name where it has one."""
-    if isinstance(x, (tuple, list)):
-        return "(" + ", ".join(_short(v) for v in x) + ")"
-    name = getattr(x, "name", None)
-    return name if isinstance(name, str) else repr(x)
-
-
-def _describe_cache(c) -> str:
-    """A cache for `Plan.__repr__`: source, key-slice (index and level), trigger and options."""
-    from .cache import Cache
-
-    src = c.source.name if not isinstance(c.source, Cache) else f"cache of {_describe_cache(c.source)}"
-    if c.max_elements is not None:
-        out = [src, f"max_elements={c.max_elements}"]
-    else:
-        where = f"index={c.index.name}, " if c.index is not None else ""
-        out = [src, f"{where}level={c.level}"]
-    if c.trigger_level is not None:
-        name = f"{c.trigger_index.name}, " if c.trigger_index is not None else ""
-        out.append(f"trigger={name}level {c.trigger_level}")
-    for k in ("layout", "element_type", "location", "thrifty"):
-        v = getattr(c, k)
-        if v is not None:
-            out.append(f"{k}={getattr(v, 'name', v)}")
-    if c.double_buffer:
-        out.append("double_buffer")
-    return "(" + ", ".join(str(x) for x in out) + ")"

@@ -13,8 +13,8 @@ Target.Architecture = Architecture  # type: ignore[attr-defined]
 Target.Runtime = Runtime  # type: ignore[attr-defined]
 Target.Model = Model  # type: ignore[attr-defined]
 Target.MemorySpace = MemorySpace  # type: ignore[attr-defined]
-# `acc.Target.HOST`: this machine, read once at import
-Target.HOST = host_target()  # type: ignore[attr-defined]
+# `acc.Target.HOST`: this machine, read once at import; sealed (shared by every plan without a target)
+Target.HOST = host_target()._seal()  # type: ignore[attr-defined]
 
 __all__ = ["Architecture", "Category", "MemorySpace", "Model", "Runtime", "Target", "TargetLibrary", "host_target",
            "libraries", "register_library"]

@@ -7,7 +7,25 @@ import enum
 import re
 
 
-class Category(enum.Enum):
+class _NamedEnum(enum.Enum):
+    """An enum whose members also equal their names as strings, in any case and spelling that
+    `_key` reads alike (`Architecture.X86_64 == "x86_64" == "X86-64"`): Accera's Target keeps the
+    strings users give (`Target(architecture="x86_64").architecture == "x86_64"`), accpy keeps the
+    member, and both comparisons hold. Hashing stays the member's own (a member and a string are
+    not interchangeable as dict keys)."""
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return _key(other) == self.name
+        return self is other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = enum.Enum.__hash__
+
+
+class Category(_NamedEnum):
     """The kind of device: CPU, or an ACCELERATOR such as Gemmini. GPU is Accera's name for its GPU
     targets, which accpy does not build for (a Target of that category raises ValueError)."""
 
@@ -16,7 +34,7 @@ class Category(enum.Enum):
     GPU = "GPU"
 
 
-class Architecture(enum.Enum):
+class Architecture(_NamedEnum):
     """The instruction-set architecture of a target (HOST: this machine's)."""
 
     HOST = "HOST"
@@ -27,7 +45,7 @@ class Architecture(enum.Enum):
     RISCV64 = "RISCV64"
 
 
-class Runtime(enum.Enum):
+class Runtime(_NamedEnum):
     """How parallel loops run: OPENMP threads, or NONE. CUDA, ROCM and VULKAN are Accera's GPU
     runtimes, named so that Accera code reads; a Target with one of them raises ValueError."""
 

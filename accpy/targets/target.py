@@ -8,7 +8,16 @@
 
 Keyword arguments override the model's values (None keeps the model's value). A name
 that is neither "HOST" nor one known model raises `RuntimeError` naming the close ones.
-Targets are frozen dataclasses: equal when every field is equal, hashable.
+Targets are dataclasses: equal when every field is equal, hashable.
+
+A target the user made can be changed by assignment, as in Accera (`t = acc.Target();
+t.num_threads = 64`): the value is checked and normalized as the same keyword would be
+(`t.extensions = ["AVX2"]` also resets the vector width). Code, function names and dict keys
+depend on a target's values, so a target is *sealed*, and assignment raises
+`dataclasses.FrozenInstanceError`, once anything depends on it: `acc.Target.HOST` (shared by
+every plan that names no target) from the start, any target once a plan is made for it or once
+it is hashed (a dict key, a set member). `t(num_threads=64)` makes a changed copy of any
+target; copies (that call, `copy.copy`, pickling) start unsealed.
 
 Units (Accera's): `cache_sizes` in KiB and `cache_lines` in bytes, one entry per level (L1
 data, L2, L3, ...), each the size one core sees (L1d/L2 private, L3 the slice its core
@@ -27,7 +36,7 @@ widest registers those extensions give, unless they are given too.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import FrozenInstanceError, dataclass, fields
 from typing import Optional
 
 from .features import (_BASELINE, _GCC_OPTION, _HAS, GPU_RUNTIMES, Architecture, Category, Runtime, _key,
@@ -174,7 +183,7 @@ _GENERIC = (("name", "custom"), ("category", Category.CPU), ("architecture", Arc
             ("cache_lines", ()), ("runtime", Runtime.OPENMP), ("extra", ()))
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(init=False, eq=True)
 class Target:
     """A compilation target: the host, a known model, or a custom processor.
 
@@ -231,6 +240,48 @@ class Target:
     def _set(self, values: dict) -> None:
         for f in fields(self):
             object.__setattr__(self, f.name, values[f.name])
+
+    # -- assignment, sealing ----------------------------------------------------------------
+    def __setattr__(self, name: str, value) -> None:
+        if name not in _FIELDS:
+            raise AttributeError(f"acc.Target has no field {name!r}; its fields: {', '.join(_FIELDS)}")
+        if self.__dict__.get("_sealed", False):
+            raise FrozenInstanceError(
+                f"cannot assign to field {name!r}: this target is in use (acc.Target.HOST, or a target a plan "
+                f"was made for or that was hashed), and code and function names depend on its values; make a "
+                f"changed copy instead: target({name}=...)")
+        if value is None and name not in _OPTIONAL:
+            raise ValueError(f"{name}: a target's {name} cannot be None")
+        values = self._values()
+        if value is None:
+            values[name] = None
+        else:
+            values = _apply(values, {name: value})
+        self._set(values)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of an acc.Target")
+
+    def __hash__(self) -> int:
+        self._seal()  # a dict key or set member must keep its hash
+        return hash(tuple(getattr(self, f) for f in _FIELDS))
+
+    def _seal(self) -> "Target":
+        """Forbid assignment from now on (something depends on the values); returns the target."""
+        object.__setattr__(self, "_sealed", True)
+        return self
+
+    @property
+    def sealed(self) -> bool:
+        """Whether assignment is refused (acc.Target.HOST, or a target in use by a plan or hashed)."""
+        return self.__dict__.get("_sealed", False)
+
+    def __getstate__(self) -> dict:
+        # a copy (copy.copy, pickle) is a new object nothing depends on yet: unsealed
+        return {k: v for k, v in self.__dict__.items() if k != "_sealed"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def _values(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -301,6 +352,10 @@ class Target:
                          str(self.vector_bytes), str(self.vector_registers), str(self.num_threads),
                          str(self.num_cores), ",".join(map(str, self.cache_sizes)),
                          ",".join(map(str, self.cache_lines)), repr(self.extra)])
+
+
+_FIELDS = tuple(f.name for f in fields(Target))
+_OPTIONAL = ("frequency_GHz", "turbo_frequency_GHz")
 
 
 def host_target() -> Target:
