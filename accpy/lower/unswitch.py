@@ -306,7 +306,34 @@ class _Generator:
                 for lo, hi, active in seq:
                     stmts.append(self._loop(loop, level, active, [lo], [hi], ctx, exclusive_hi=True))
                 return block(*stmts)
+        order = self._separated(info, level, ctx) if v not in self.whole else None
+        if order is not None:
+            return block(*(self._loop(loop, level, [p], lows, ups, ctx) for p, lows, ups in order))
         return self._hull(loop, level, info, ctx)
+
+    def _separated(self, info, level, ctx):
+        """The pieces in the order their ranges of loop `level` follow one another, when every
+        two are apart: all iterations of one come before all of the other wherever both run
+        (e.g. `i < N` and `i >= N`, whose bounds `min(8, N)` and `max(0, N)` the runtime size
+        orders). Each then gets its own loop with min/max bounds; None when two may overlap."""
+        facts = [ctx.union_with(self.proj(p, level).without(self.loops[level].var)) for p, _, _ in info]
+
+        def before(x, y):  # every iteration of piece x precedes every one of piece y
+            both = facts[x].union_with(facts[y])
+            return any(implies_ge(both, lo.ceil_as_floor(), up.next_floor(), floors=True)
+                       for up in info[x][2] for lo in info[y][1])
+
+        n = len(info)
+        rank = [0] * n
+        for x in range(n):
+            for y in range(x + 1, n):
+                if before(x, y):
+                    rank[y] += 1
+                elif before(y, x):
+                    rank[x] += 1
+                else:
+                    return None
+        return [info[k] for k in sorted(range(n), key=lambda k: rank[k])]
 
     def _loop(self, loop, level, pieces, lows, ups, ctx, exclusive_hi=False):
         v = loop.var

@@ -49,10 +49,15 @@ def vectorize(stmt, target):
 class _Vectorize(Mutator):
     def __init__(self, target):
         self.target = target
+        self.loop_vars: list = []  # of the loops around
 
     def visit_For(self, f: For):
         if f.kind != LoopKind.VECTORIZED:
-            return self.generic_visit(f)
+            self.loop_vars.append(f.var)
+            try:
+                return self.generic_visit(f)
+            finally:
+                self.loop_vars.pop()
         # the subtree: inner loops (unrolled, vectorized or not) become statement copies
         f = For(f.var, f.lo, f.hi, simplify(unroll_subtree(f.body, f"vectorize({f.var.name})")), f.kind, f.attrs)
         stores = _straight_line_stores(f)
@@ -65,7 +70,7 @@ class _Vectorize(Mutator):
                           f"leaving the loop to the C compiler's vectorizer", stacklevel=2)
             return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
         try:
-            return _vectorize_loop(f, stores, isa, self.target)
+            return _vectorize_loop(f, stores, isa, self.target, frozenset(self.loop_vars) | {f.var})
         except NotVectorizable as e:
             if _vector_dtype(stores) is None or vector_shape(self.target, dtype) is None:
                 # element types of several widths, beyond what the lanes hold (e.g. int8 sums):
@@ -393,7 +398,17 @@ def _reads(e, buffer) -> bool:
     return any(not a.is_write for a in ir_accesses(e, buffer))
 
 
-def _vectorize_loop(f: For, stores, isa, target=None):
+def _nonnegative(e, loop_vars) -> bool:
+    """`e` >= 0 wherever it is evaluated, knowing only that runtime sizes are >= 0 (the vars
+    not in `loop_vars`): a constant, or sums of them with positive coefficients; a min of such."""
+    if isinstance(e, BinOp) and e.op in ("min", "max"):
+        a, b = _nonnegative(e.a, loop_vars), _nonnegative(e.b, loop_vars)
+        return (a and b) if e.op == "min" else (a or b)
+    a = to_affine(e)
+    return a is not None and a.const >= 0 and all(c > 0 and v not in loop_vars for v, c in a.terms)
+
+
+def _vectorize_loop(f: For, stores, isa, target=None, loop_vars=frozenset()):
     lane = f.var
     W = isa.lanes
     trip = to_affine(BinOp("sub", f.hi, f.lo, ScalarType.index))
@@ -461,6 +476,10 @@ def _vectorize_loop(f: For, stores, isa, target=None):
             body += chunk(idx_op("add", f.lo, Const(nfull * W)), Const(rem))
     else:
         e = idx_op("sub", f.hi, f.lo)
+        if not _nonnegative(e, loop_vars):
+            # a range bounded by runtime sizes may be empty with hi < lo (`for i in [N, 8)`
+            # with N > 8): floor division would make a negative count and a wrong tail
+            e = idx_op("max", e, Const(0))
         nfull = idx_op("floordiv", e, Const(W))
         cv = Var(f.var.name + "_v")
         body.append(For(cv, Const(0), nfull, block(*chunk(idx_op("add", f.lo, idx_op("mul", Const(W), cv)), None))))
