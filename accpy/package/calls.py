@@ -487,12 +487,18 @@ def calling_function(source, args, base_name: str, parameters, auxiliary):
     from ..targets import Target
 
     if isinstance(source, (Nest, Schedule, Plan)):
+        from ..nest.parameters import parameter_values
+
         plan = source if isinstance(source, Plan) else source.create_plan() if isinstance(source, Schedule) \
             else source.create_schedule().create_plan()
-        if getattr(plan, "_erased_loops", None) and not plan.schedule.space.parts[0].nest.calls:
+        with parameter_values(parameters[0] if isinstance(parameters, list) and parameters else
+                              parameters if isinstance(parameters, dict) else {}):
+            nests = [p.nest for p in plan.realize().schedule.space.parts]
+        calls = any(n.calls for n in nests)
+        if getattr(plan, "_erased_loops", None) and not calls:
             raise NotImplementedError("_erase_loops: erasing loops changes what the nest computes; accpy builds it "
                                       "only in a nest whose logic calls package functions")
-        if not any(p.nest.calls for p in plan.schedule.space.parts):
+        if not calls:
             return None
         source, python_fn = plan, None
     elif inspect.isfunction(source) or inspect.ismethod(source):
