@@ -78,6 +78,7 @@ def _compile_and_run(built, tmp: Path, headers, link: str, compiler="gcc") -> su
 
 @pytest.mark.parametrize("headers", [("abi_pkg.h",), ("abi_pkg.hat",), ("abi_pkg.h", "abi_pkg.hat")],
                          ids=["h", "hat", "h+hat"])
+@pytest.mark.slow
 def test_c_program_links_shared_library(built, tmp_path, headers):
     r, _ = _compile_and_run(built, tmp_path, headers, "shared")
     assert r.returncode == 0, r.stderr

@@ -79,6 +79,7 @@ def _truncate(path: Path, keep: float) -> None:
     path.write_bytes(data[:int(len(data) * keep)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [0.0, 0.5, 0.97])
 def test_a_damaged_cache_entry_is_rebuilt_and_said_so(tmp_path, keep):
     cache = tmp_path / "cache"
@@ -93,6 +94,7 @@ def test_a_damaged_cache_entry_is_rebuilt_and_said_so(tmp_path, keep):
     assert p.stdout.split() == ["hit", "9.0"] and "damaged" not in p.stderr  # repaired for good
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [0.0, 0.5])
 def test_a_damaged_loaded_copy_is_replaced(tmp_path, keep):
     cache = tmp_path / "cache"
@@ -104,6 +106,7 @@ def test_a_damaged_loaded_copy_is_replaced(tmp_path, keep):
     assert "is damaged (not the content it is named after)" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_module_cache_entry_is_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     assert _run(BUILD, tmp_path / "a", 2, "sync", cache=cache).stdout.split()[-2:] == ["module", "6.0"]
@@ -118,6 +121,7 @@ def test_a_damaged_module_cache_entry_is_rebuilt(tmp_path):
 
 @pytest.mark.parametrize("what, keep", [("libcached.so", 0.0), ("libcached.so", 0.5), ("libcached.so", 0.99),
                                         ("module", 0.5)])
+@pytest.mark.slow
 def test_loading_a_damaged_package_is_a_clear_error(tmp_path, what, keep):
     cache = tmp_path / "cache"
     out = tmp_path / "out"
@@ -210,6 +214,7 @@ def test_a_killed_build_leaves_the_previous_outputs_consistent(tmp_path, monkeyp
     assert (y == 5).all()
 
 
+@pytest.mark.slow
 def test_outputs_get_the_modes_of_ordinary_files(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     old = os.umask(0o022)

@@ -34,6 +34,7 @@ def run_sample(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                            *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.slow
 @needs_vectors
 @pytest.mark.parametrize("threads", [1, 2])
 def test_sample_runs_and_matches_numpy(tmp_path, threads):
@@ -55,6 +56,7 @@ def test_sample_runs_and_matches_numpy(tmp_path, threads):
         assert "Wt_cache" not in src  # 3x3x64x64 weights sit in L2: read in place
 
 
+@pytest.mark.slow
 @needs_vectors
 def test_sample_packs_large_weights(tmp_path):
     p = run_sample(tmp_path, "--size", "5", "30", "256", "256")

@@ -94,6 +94,7 @@ def test_scaled_matmul_bit_exact(tmp_path, shape, relu, bias):
     assert c["macs"] == shape[0] * shape[1] * shape[2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(96, 64, 128), (40, 24, 40)])
 def test_scaled_matmul_blocks_and_naive(tmp_path, shape):
     M, N, K = shape
@@ -108,6 +109,7 @@ def test_scaled_matmul_blocks_and_naive(tmp_path, shape):
     gemmini_matmul.run(M, N, K, naive=True, output_dir=str(tmp_path), quiet=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(6, 20, 16, 16), (5, 9, 24, 40), (4, 18, 32, 24), (3, 65, 16, 16), (2, 7, 16, 40)])
 def test_conv_bit_exact(tmp_path, shape):
     gemmini_conv.run(*shape, output_dir=str(tmp_path), quiet=True)

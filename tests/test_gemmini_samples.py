@@ -18,6 +18,7 @@ def run(*args):
     return p.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [(), ("--shape", "100x40x72", "--bias", "--no-relu"), ("--naive",)])
 def test_gemmini_matmul_sample(args):
     out = run("samples/gemmini_matmul.py", *args)
@@ -30,6 +31,7 @@ def test_gemmini_conv_sample(args):
     assert "equals numpy bit for bit" in out and "utilization" in out
 
 
+@pytest.mark.slow
 def test_gemmini_conv_sample_tunes_its_blocks_on_cycles():
     out = run("samples/gemmini_conv.py", "--shape", "4x14x16x32", "--tune")
     assert "8 variants on the model" in out and "formula Pb=56 Kb=32" in out and "best    Pb=" in out

@@ -425,6 +425,7 @@ def test_loops_with_overlapping_writes_compute_right_under_gcc_O3(tmp_path):
     assert (x == want).all(), x
 
 
+@pytest.mark.slow
 def test_no_loop_is_empty_for_some_values_of_an_outer_loop(tmp_path):
     """Unswitching used to emit `for ii in range(1 - i)` / `range(1 - i, 1)` (empty for some i):
     a cache's footprint at such a loop covered elements another thread owns, and a parallel

@@ -99,6 +99,7 @@ def test_a_temporary_name_is_never_a_printf_format(tmp_path):
         lib.f(2 ** 62 + 16, 2, np.ones(1, np.float32), np.zeros(1, np.float32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["memset", "exp", "free", "new", "int32_t", "accpy_alloc_array", "NAN", "args"])
 def test_locals_named_like_c_library_names_are_renamed(tmp_path, name):
     nest, args = _temp_kernel(name)
@@ -182,6 +183,7 @@ def test_accepted_names_give_a_header_that_compiles_beside_libc(tmp_path):
 
 # -- what users see: the alias, and the variants of a grid ------------------------------------------
 
+@pytest.mark.slow
 def test_errors_name_the_alias_not_the_hashed_name(tmp_path):
     nest, args = _small()
     pkg = acc.Package()

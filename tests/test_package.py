@@ -160,6 +160,7 @@ def impl(request, vpkg):
 
 # -- 1. outputs, names, alias, description, .hat --------------------------------------------
 
+@pytest.mark.slow
 def test_outputs_exist_and_are_sane(vpkg):
     out, lib, fns = vpkg["out"], vpkg["lib"], vpkg["fns"]
     lib.python_module()  # waits for the background build
@@ -226,6 +227,7 @@ KERNEL_SRC = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_names_are_stable_across_processes(tmp_path):
     names = []
     for k in (K.make_matmul(16, 20, 12, tiles=(5, 7), base_name="matmul"), K.make_runtime_matmul(),
@@ -625,6 +627,7 @@ def _wrong_lowering(monkeypatch, buffer_name, cells, delta=None):
 DEBUG = acc.Package.Mode.DEBUG
 
 
+@pytest.mark.slow
 def test_debug_mode_passes_correct_kernels(tmp_path):
     kernels = [K.make_matmul(13, 11, 7, tiles=(4, 5), k_split=3, base_name="mm"), K.make_runtime_matmul(),
                K.make_conv1d_skewed(), K.make_conv1d_skewed(9, 4, unroll_below=3, base_name="conv_u"),
@@ -733,6 +736,7 @@ def test_identical_rebuild_hits_the_cache(tmp_path, monkeypatch):
     assert list((tmp_path / "cache" / "lib").iterdir())  # entries live in $ACCPY_CACHE_DIR
 
 
+@pytest.mark.slow
 def test_identical_rebuild_in_another_process_hits_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _build_mm(tmp_path / "a", python_module=False)
@@ -763,6 +767,7 @@ def test_changed_schedule_recompiles(tmp_path, monkeypatch):
     K.run(k, first.matmul, np.random.default_rng(1))  # the earlier object still works
 
 
+@pytest.mark.slow
 def test_module_of_an_identical_rebuild_is_cached(tmp_path, vpkg):
     vpkg["lib"].python_module()  # the module core is in the shared cache
     _, a = _build_mm(tmp_path / "a", name="mpk", python_module="sync")
@@ -835,6 +840,7 @@ RACE_SRC = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_racing_builds_of_one_package_leave_a_consistent_set(tmp_path, vpkg):
     """Builds of the same package with different code, racing into one directory: the
     directory ends up holding one build's files (.c, .hat, .so, module), not a mix."""
@@ -980,6 +986,7 @@ def test_load_by_hat_directory_and_name(vpkg, tmp_path):
         acc.load(src_only / "srconly.hat")
 
 
+@pytest.mark.slow
 def test_load_after_rebuild_is_not_stale(tmp_path):
     out = tmp_path / "out"
     _, b1 = _build_scale(out, 2, python_module="sync")
@@ -998,6 +1005,7 @@ def test_load_after_rebuild_is_not_stale(tmp_path):
     assert _scale(acc.load(out / "ld.hat").python_module().scale) == 5
 
 
+@pytest.mark.slow
 def test_same_package_name_in_two_directories(tmp_path):
     """Modules of two packages with the same name coexist in one process (no cross-binding)."""
     _, a = _build_scale(tmp_path / "a", 2, name="twin", python_module="sync")

@@ -585,6 +585,7 @@ for _isa in TARGETS:
             lambda isa=_isa, dt=VEC_DTYPES[_d]: _unrolled_rows_case(isa, dt, 4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", case_params("vectorize"))
 def test_vectorize(name, build_dir):
     run_family_case("vectorize", name, build_dir)
@@ -689,6 +690,7 @@ for _name, _kw in PARALLEL.items():
     case("parallelize", _name)(lambda kw=_kw: _parallel_case(**kw))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", case_params("parallelize"))
 def test_parallelize(name, build_dir):
     run_family_case("parallelize", name, build_dir)
@@ -903,6 +905,7 @@ def _max_acc_case():
 _more_cache_cases()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", case_params("cache"))
 def test_cache(name, build_dir):
     run_family_case("cache", name, build_dir)

@@ -210,6 +210,7 @@ def test_tile_loads_prefetch_every_row_of_their_tiles():
     assert rows == [64 + 256 * r for r in range(16)]  # the next k step: 64 bytes on, each of 16 rows
 
 
+@pytest.mark.slow
 def test_tile_matmul_with_prefetches_is_exact(tmp_path):
     from int8_matmul import tile_matmul_plan
 

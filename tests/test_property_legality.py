@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,7 @@ def _draw(n, seed):
     return cases, verdicts
 
 
+@pytest.mark.slow
 def test_verdicts_agree_with_brute_force_and_legal_schedules_match_reference(tmp_path):
     cases, v = _draw(CASES, "legality")
     assert len(cases) == CASES
@@ -57,6 +59,7 @@ def test_verdicts_agree_with_brute_force_and_legal_schedules_match_reference(tmp
     assert not failures, "\n\n".join(str(f) for f in failures[:5])
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_hypothesis_verdicts_agree_with_brute_force(data):

@@ -46,6 +46,7 @@ def plan_batches() -> tuple:
 MIXED_TYPES = "ignore:vectorize.*no vector instructions for mixed element types"  # (wider caches: C's vectorizer)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings(MIXED_TYPES)
 def test_random_plans_match_reference(tmp_path):
     """>= 150 random (schedule, plan) cases executed, all equal to the reference."""
@@ -84,6 +85,7 @@ def test_random_plans_match_reference(tmp_path):
 @pytest.mark.filterwarnings(MIXED_TYPES)
 @settings(max_examples=8, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(batch=st.lists(sg.plan_cases(), min_size=1, max_size=6, unique=True))
 def test_hypothesis_plans_match_reference(batch, tmp_path_factory):
     """The same property on hypothesis-drawn cases (shrinkable when one fails)."""
@@ -165,6 +167,7 @@ def test_minimized_regressions(tmp_path):
 # -- the generator itself ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_plan_cases_replay_identically():
     """Plan steps print as Python and parse back; realizing a case twice gives the same plan."""
     cases = sg.random_plan_cases(random.Random("plan-roundtrip"), 12)
@@ -180,6 +183,7 @@ def test_plan_cases_replay_identically():
         assert emitted(sg.realize(case)) == emitted(sg.realize(case))
 
 
+@pytest.mark.slow
 def test_generated_parallel_plans_are_race_free_by_the_generators_rule():
     for case in sg.random_plan_cases(random.Random("plan-races"), 40):
         state = sg.realize(case)

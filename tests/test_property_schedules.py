@@ -47,6 +47,7 @@ def bulk_batches() -> tuple:
     return tuple(out)
 
 
+@pytest.mark.slow
 def test_random_schedules_match_reference(tmp_path):
     """>= 500 distinct random (nest, schedule) cases, built in batches, all equal the reference."""
     seen: set = set()
@@ -78,6 +79,7 @@ def test_random_schedules_match_reference(tmp_path):
 
 @settings(max_examples=20, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(batch=st.lists(sg.cases(kinds=sg.kinds_with(False)), min_size=1, max_size=10, unique=True))
 def test_hypothesis_schedules_match_reference(batch, tmp_path_factory):
     """The same property on hypothesis-drawn cases (boundary-biased: extent 1, split by 1,
@@ -87,6 +89,7 @@ def test_hypothesis_schedules_match_reference(batch, tmp_path_factory):
     assert rep.executed == len(batch)
 
 
+@pytest.mark.slow
 def test_random_schedules_with_runtime_sizes_match_reference(tmp_path):
     """Runtime extents (acc.Dimension): splits of unknown extents, skews of them, tails."""
     seen: set = set()
@@ -110,6 +113,7 @@ def test_random_schedules_with_runtime_sizes_match_reference(tmp_path):
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
 @given(case=sg.cases(step_kinds=["split", "tile", "skew", "pad"]), data=st.data())
 def test_is_valid_loop_order_matches_the_split_rule(case, data):
     """A permutation is valid exactly when every split inner index follows its outer index;
@@ -150,6 +154,7 @@ def test_case_replay_round_trip():
             assert step.code() in script
 
 
+@pytest.mark.slow
 def test_generator_covers_the_requested_space():
     """The bulk run's cases include every nest kind, dtype and transform, layouts, sizes 1
     and primes, non-dividing / full / oversized splits, skews with unrolling, and 0..6 steps."""
@@ -270,6 +275,7 @@ def test_regression_unswitch_cut_requests_never_escape(tmp_path, spec, code):
     sg.check_case(case, tmp_path)
 
 
+@pytest.mark.slow
 def test_regression_lowering_is_deterministic():
     """The same schedule lowers to the same loops every time. Bounds used to be ordered by
     Var hashes (identities), so which cut unswitching tried first -- and whether it failed,
@@ -365,6 +371,7 @@ def test_floor_form_loop_bounds_are_exact():
 
 # ---- the same nests through accpy.testing (the strategies users write their tests with) ----------
 
+@pytest.mark.slow
 @given(data=st.data())
 @settings(max_examples=10, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 def test_accpy_testing_schedules_of_the_nest_kinds(data):

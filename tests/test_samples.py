@@ -128,6 +128,7 @@ def test_schedules_tour_quiet(tmp_path):
     assert "15 of 15 examples match numpy" in out
 
 
+@pytest.mark.slow
 def test_conv1d_skew(tmp_path):
     out = check_ok(run_sample("conv1d_skew.py", tmp_path))
     assert "1-D convolution: C[992] += A[1000] (*) B[9], float32" in out

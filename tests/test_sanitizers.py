@@ -135,23 +135,27 @@ def _run_under_sanitizers(tmp_path: Path, mode, kernels=None, includes=()) -> No
         K.check_outputs(k, res, b)
 
 
+@pytest.mark.slow
 def test_release_kernels_are_memory_safe(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE)
 
 
+@pytest.mark.slow
 def test_debug_mode_wrappers_are_memory_safe(tmp_path, monkeypatch):
     # DEBUG mode adds heap copies of the written arrays and an element-wise comparison
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _run_under_sanitizers(tmp_path, acc.Package.Mode.DEBUG)
 
 
+@pytest.mark.slow
 def test_sample_kernels_are_memory_safe(tmp_path, monkeypatch):
     # the optimized sgemm (packed panels, register tile, masked tails, OpenMP) and the conv2d sample
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _sample_kernels())
 
 
+@pytest.mark.slow
 def test_flattened_pixel_caches_are_memory_safe(tmp_path, monkeypatch):
     # bands of whole image rows (exact blocks) and bands that start inside a row (fractional bounds)
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
@@ -267,6 +271,7 @@ print("done")
 '''
 
 
+@pytest.mark.slow
 def test_runtime_sizes_that_overflow_are_errors_not_crashes(tmp_path):
     """Temporaries and DEBUG copies sized by runtime dimensions: a negative dimension or a
     size whose byte count overflows is a KernelError naming the array and its shape
@@ -351,6 +356,7 @@ def _trigger_kernels():
     ]
 
 
+@pytest.mark.slow
 def test_trigger_caches_are_memory_safe(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
     _run_under_sanitizers(tmp_path, acc.Package.Mode.RELEASE, _trigger_kernels())
@@ -534,6 +540,7 @@ def _sample_fused_conv_kernel(H, W, C, K_, base_name):
     return K.Kernel(plan, args, base_name, inputs=inputs, oracle=oracle)
 
 
+@pytest.mark.slow
 def test_tile_unit_kernels_are_memory_safe(tmp_path, monkeypatch):
     """Tensorized int8 matmuls on the tile unit's model (full and partial tiles, scratch blocks,
     VNNI packing of B) under AddressSanitizer and UBSan."""

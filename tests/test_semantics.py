@@ -381,6 +381,7 @@ def run_both(built_fn, nest, args, values):
 
 # -- integers ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("t", INT_TYPES, ids=lambda t: t.name)
 def test_integer_operations_are_bit_exact(built, t):
     nest, args, ops = built.int[t]

@@ -406,6 +406,7 @@ def test_compiler_flags_per_model():
         assert len(t.compiler_flags()) == len(t.required_features()) + (1 if t.has("avx512f") else 0)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
 def test_compiler_flags_are_accepted_by_gcc(tmp_path):
     src = tmp_path / "empty.c"
@@ -489,6 +490,7 @@ def _check_lacking_calls(fns, missing):
     np.testing.assert_allclose(y, 1 + 4 * x)
 
 
+@pytest.mark.slow
 @needs_missing
 def test_lacking_feature_compiles_and_raises_from_python(lacking_pkg):
     c = (lacking_pkg["out"] / "lacking.c").read_text()
@@ -500,6 +502,7 @@ def test_lacking_feature_compiles_and_raises_from_python(lacking_pkg):
     _check_lacking_calls(lacking_pkg["lib"], missing)
 
 
+@pytest.mark.slow
 @needs_missing
 def test_lacking_feature_raises_from_pybind11_module(lacking_pkg):
     _check_lacking_calls(lacking_pkg["lib"].python_module(), lacking_pkg["missing"])
@@ -557,6 +560,7 @@ def _kernel_text(c_source: str) -> str:
     return c_source[c_source.index("__impl("):]
 
 
+@pytest.mark.slow
 @needs_avx2
 @pytest.mark.parametrize("target", _avx2_targets())
 def test_avx2_matmul_micro_kernel(target, tmp_path):

@@ -35,12 +35,14 @@ NEST, ARGS = _matmul()
 STENCIL, STENCIL_ARGS, _ = stencil_nest()
 
 
+@pytest.mark.slow
 @given(schedule=at.schedules(NEST), data=at.arrays(ARGS))
 @FAST
 def test_drawn_schedules_match_the_reference(schedule, data):
     at.assert_matches_reference(schedule, ARGS, data=data)
 
 
+@pytest.mark.slow
 @given(plan=at.plans(at.schedules(STENCIL)), data=at.arrays(STENCIL_ARGS))
 @FAST
 def test_drawn_plans_match_the_reference(plan, data):
@@ -66,6 +68,7 @@ def _ordered_nest(n):
     return nest, X, (i, j)
 
 
+@pytest.mark.slow
 def test_ordered_nest_only_gets_legal_schedules():
     """A running sum is not order-invariant: reorders and skews that change it are skipped."""
     from hypothesis import find
@@ -191,6 +194,7 @@ def test_the_optimization_level_is_the_callers_choice(monkeypatch, tmp_path):
         assert levels and set(levels) <= {opt}
 
 
+@pytest.mark.slow
 def test_a_wrong_schedule_is_caught_and_shrunk_to_a_short_replay():
     """A user's property test over schedules that all carry a reorder forced with unsafe=True
     (it changes what an ordered nest computes): the assertion fails, hypothesis shrinks the

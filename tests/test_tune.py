@@ -88,6 +88,7 @@ def _disjoint(intervals):
     return all(a[1] <= b[0] for a, b in zip(iv, iv[1:]))
 
 
+@pytest.mark.slow
 def test_plan_grid_exhaustive_results_file_and_rerun(tmp_path, capfd):
     plan, args, grid, (P0, P1) = parameterized_plan()
     path = tmp_path / "results.jsonl"
@@ -119,6 +120,7 @@ def test_plan_grid_exhaustive_results_file_and_rerun(tmp_path, capfd):
     assert r2.best_parameters == r.best_parameters and r2.best.samples == r.best.samples
 
 
+@pytest.mark.slow
 def test_function_source_failures_are_recorded(tmp_path):
     path = tmp_path / "r.jsonl"
     grid = [{"ti": 4}, {"ti": 0}, {"ti": 8, "bad": True}, {"ti": 16}]
@@ -139,6 +141,7 @@ def test_function_source_failures_are_recorded(tmp_path):
     assert len(_events(path)) > n and {v.status for v in r3.variants} == {"ok", "build_error", "wrong"}
 
 
+@pytest.mark.slow
 def test_default_reference_checks_every_variant_once(tmp_path):
     r = acc.tune(tiled, grid={"ti": [4, 16]}, repeats=2, progress=False, results_file=tmp_path / "r.jsonl")
     assert all(v.status == "ok" and v.checked for v in r.variants)
@@ -154,6 +157,7 @@ def all_128(a, b, c):
     c[...] = 128  # right for A = 1, B = 2, C = 0 (K = 64) only
 
 
+@pytest.mark.slow
 def test_data_function_gives_the_arguments(tmp_path):
     ok = acc.tune(tiled, grid={"ti": [4]}, data=ones_and_twos, reference=all_128, repeats=1, progress=False)
     assert ok.variants[0].status == "ok"
@@ -161,6 +165,7 @@ def test_data_function_gives_the_arguments(tmp_path):
     assert wrong.variants[0].status == "wrong"
 
 
+@pytest.mark.slow
 def test_timeout_is_recorded_and_the_rest_is_measured(tmp_path):
     t0 = time.perf_counter()
     r = acc.tune(repeated_axpy, grid={"R": [4, 10**12]}, check=False, timeout=3.0, repeats=2, progress=False,
@@ -171,6 +176,7 @@ def test_timeout_is_recorded_and_the_rest_is_measured(tmp_path):
     assert time.perf_counter() - t0 < 60
 
 
+@pytest.mark.slow
 def test_threads_executor_serializes_measurements(tmp_path):
     plan, args, grid, _ = parameterized_plan()
     with cf.ThreadPoolExecutor(4) as ex:
@@ -202,6 +208,7 @@ def test_dask_local_cluster(tmp_path):
     assert (c == 64).all()
 
 
+@pytest.mark.slow
 def test_dask_worker_processes_get_a_partial_of_a_test_function(tmp_path):
     # worker processes cannot import this test module: the function travels by value
     import functools
@@ -223,6 +230,7 @@ def gemmini_blocks(Mb: int, Nb: int, Kb: int):
     return matmul_plan(64, 64, 64, blocks=(Mb, Nb, Kb))
 
 
+@pytest.mark.slow
 def test_gemmini_cycles_objective(tmp_path):
     grid = {"Mb": [16, 64], "Nb": [16, 64], "Kb": [64]}
     r = acc.tune(gemmini_blocks, grid=grid, objective="gemmini_cycles", progress=False,
@@ -255,6 +263,7 @@ def test_halving_strategy_is_reproducible_and_prunes():
     assert Exhaustive().select(5) == [0, 1, 2, 3, 4] and Exhaustive().rungs(5) == [5]
 
 
+@pytest.mark.slow
 def test_halving_run_measures_survivors_more(tmp_path):
     grid = {"ti": [1, 2, 4, 8, 16, 32, 64, 3]}
     r = acc.tune(tiled, grid=grid, search=Halving(fraction=0.5, eta=2, seed=3, min_variants=4), repeats=4,
@@ -316,6 +325,7 @@ def test_objectives():
     assert WallTime().format(0.0021) == "2.100 ms" and GemminiCycles().format(1234.0) == "1234 cycles"
 
 
+@pytest.mark.slow
 def test_tune_matmul_sample_quick(tmp_path):
     import re
     import subprocess

@@ -118,6 +118,7 @@ def test_text_form_with_padding():
     assert s.visualize(format="text").split() == ["."] * 2 + [str(k) for k in range(12)] + ["."]
 
 
+@pytest.mark.slow
 def test_figures_and_files(tmp_path):
     pytest.importorskip("matplotlib")
     nest, idx, (T, _) = _recorder((6, 4))

@@ -86,6 +86,7 @@ def test_element_offset_of_a_buffer_in_column_panels():
 
 @pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32),
                                     (S.float32, S.float32)])
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(8, 40, 16), (5, 20, 9), (3, 7, 70)])
 @pytest.mark.parametrize("layout", [VNNI, None])
 def test_a_cache_in_column_panels_gives_the_same_results(ta, tc, shape, layout):
@@ -163,6 +164,7 @@ _PANEL_NESTS = {"int8": mixed_matmul_nest(5, 18, 11, S.int8, S.int8, S.int32)[:2
                 "float32": mixed_matmul_nest(7, 20, 9, S.float32, S.float32, S.float32)[:2]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(_PANEL_NESTS))
 def test_drawn_plans_with_caches_in_column_panels_match_the_reference(kind):
     """Plans drawn by accpy.testing over random schedules of a matmul: caches at random indices,
@@ -278,6 +280,7 @@ def test_a_vnni_cache_is_never_vectorized_across_its_groups():
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 @pytest.mark.parametrize("shape, kc", [((37, 61, 70), None), ((20, 100, 33), None), ((16, 48, 64), None),
                                        ((37, 61, 150), 64), ((20, 50, 100), 64)])
+@pytest.mark.slow
 def test_tile_unit_caches_in_vnni_order_take_whole_tiles(tmp_path, dtype, shape, kc):
     """On a target with the tile unit, a VNNI-ordered cache is allocated in whole B tiles (64 int8
     or 32 bf16 rows x 16 columns) with zeros in the rows past the data, so every B tile, partial
@@ -364,6 +367,7 @@ def test_the_tile_sample_takes_2x2_tiles_and_short_k_blocks_where_c_rows_spread_
 
 @pytest.mark.parametrize("dtype, shape, threads", [("int8", (520, 520, 1100), 1), ("bf16", (520, 520, 600), 1),
                                                    ("bf16", (150, 1800, 640), 1), ("bf16", (150, 1800, 640), 2)])
+@pytest.mark.slow
 def test_the_tile_sample_with_short_k_blocks_is_exact_on_the_model(dtype, shape, threads, tmp_path):
     """k in equal blocks of at most 640 bytes, the last partial in its last tile step (int8 1100:
     576 and 524; bf16 600: 320 and 280), 2 x 2 tiles with a partial last row and column of tiles;
@@ -443,6 +447,7 @@ def test_the_tile_sample_starts_its_accumulator_tiles_on_cache_lines():
 @pytest.mark.parametrize("dtype, shape, threads, offset", [("int8", (40, 96, 130), 1, 16), ("int8", (70, 64, 64), 2, 48),
                                                            ("bf16", (40, 96, 70), 1, 32), ("bf16", (33, 112, 200), 2, 16),
                                                            ("int8", (20, 8, 64), 1, 16)])
+@pytest.mark.slow
 def test_the_tile_sample_in_two_parts_is_exact_on_the_model(dtype, shape, threads, offset, tmp_path):
     """The two functions of a C 16, 32 or 48 bytes past a line add A @ B to every column of C
     (int8 exactly), on one and two threads, on the model; and C at another offset than the one
@@ -485,6 +490,7 @@ def test_the_tile_sample_prefetches_the_next_accumulator_block_where_tiles_are_r
     assert "spread=k" in repr(plan)
 
 
+@pytest.mark.slow
 def test_the_fused_quantized_plan_prefetches_the_next_accumulator_block_where_k_is_short():
     """The fused plan keeps all of k in one block: C's next tiles are prefetched over it where k
     takes at most 1 KiB (as the product's rule asks of its blocks), not where it is longer."""
@@ -500,6 +506,7 @@ def test_the_fused_quantized_plan_prefetches_the_next_accumulator_block_where_k_
         assert ("__builtin_prefetch((const void*)((uintptr_t)Acc" in k_loop[:k_loop.index("accpy_amx_dpbusd")]) is fetched
 
 
+@pytest.mark.slow
 def test_the_tile_sample_gives_each_thread_one_block_in_whole_steps(tmp_path):
     """With threads, where one thread's B is one block of columns and there are 4 rows of tiles per
     thread or more: one thread's sizes, each thread its own block of rows (RT). Elsewhere one block
@@ -564,6 +571,7 @@ def test_the_tile_sample_cuts_each_threads_share_of_wide_n_into_equal_blocks(tmp
     _check_tile_matmul(lib.mm, M, N, K, "int8", seed=4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_threads_each_taking_their_rows_with_their_own_packed_b_are_exact(dtype, tmp_path):
     """Where one thread's B is one block of columns, each of two threads takes its own block of rows
@@ -591,6 +599,7 @@ def test_threads_each_taking_their_rows_with_their_own_packed_b_are_exact(dtype,
     _check_tile_matmul(lib.mm, M, N, K, dtype, seed=4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_threads_sharing_rows_of_tiles_and_the_packed_block_are_exact(dtype, tmp_path):
     """Two threads sharing the rows of tiles (split "i" without blocks of rows: 9 rows of 2 x 2

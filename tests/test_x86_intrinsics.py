@@ -171,6 +171,7 @@ def test_every_template_has_a_test():
             _body(isa, op)  # a C test body exists
 
 
+@pytest.mark.slow
 def test_the_c_source_compiles_with_every_template(lib):
     for key, isa in LIBRARY.items():
         for op in isa.ops:

@@ -132,6 +132,7 @@ def _acc_bytes(rng, rows, N, stride, floats):
     return buf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", range(len(CASES)))
 def test_tile_templates_match_their_reference_bodies(form, k):
     ops, lib = form
@@ -182,6 +183,7 @@ def test_vector_dot_templates_match_their_reference_bodies(form, op):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (op, got, want)
 
 
+@pytest.mark.slow
 def test_refused_instructions_are_the_kernels_error(tmp_path):
     """On the model, a dot product whose tile shapes do not agree changes nothing and is reported
     as the kernel's error (the hardware would fault); the next call starts clean."""

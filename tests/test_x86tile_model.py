@@ -132,6 +132,7 @@ def test_tile_shapes_are_checked(model, rows, colsb, ok):
     assert (err is None) == ok, err
 
 
+@pytest.mark.slow
 def test_model_matches_the_real_instructions(tmp_path):
     """Bit for bit on random shapes and data (edge bytes, bf16 NaN / inf / denormals), where the CPU can."""
     exe = tmp_path / "check_model"

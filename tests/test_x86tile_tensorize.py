@@ -55,6 +55,7 @@ def _run(plan, args, data, tmp_path, name):
 @pytest.mark.parametrize("ta, tb", [(S.uint8, S.int8), (S.int8, S.int8), (S.int8, S.uint8), (S.uint8, S.uint8)])
 @pytest.mark.parametrize("shape, c_across_k", [((32, 32, 128), False), ((40, 48, 136), False), ((7, 5, 3), False),
                                                ((40, 48, 200), True)])
+@pytest.mark.slow
 def test_int8_matmul_on_tiles_is_exact(target, ta, tb, shape, c_across_k, tmp_path):
     """(C across k: the accumulator tile is loaded before the k loop and stored after it.)"""
     M, N, K = shape
@@ -69,6 +70,7 @@ def test_int8_matmul_on_tiles_is_exact(target, ta, tb, shape, c_across_k, tmp_pa
     assert np.array_equal(got, want)  # int32 wraparound included
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", _targets())
 @pytest.mark.parametrize("shape", [(32, 32, 64), (19, 21, 45)])
 def test_bf16_matmul_on_tiles_matches_the_instruction(target, shape, tmp_path):
@@ -219,6 +221,7 @@ def _blocked_plan(nest, args, idx, target, gr, gc, NC, kdepth=64, threads=None, 
     ((1, 3), 96, (50, 300, 130), 2),          # per-thread tile configuration
     ((2, 1), 32, (33, 17, 7), 2),
 ])
+@pytest.mark.slow
 def test_register_blocked_tiles_with_packed_b_are_exact(target, grid, NC, shape, threads, tmp_path):
     """Caches of several tiles (the grid chosen by unrolled loops), B packed once per block in VNNI
     order and loaded straight into tiles, and parallel plans whose threads each configure their
@@ -277,6 +280,7 @@ def test_a_tile_cache_with_a_low_locality_is_loaded_with_tileloaddt1():
     assert "loaddt1" not in _blocked_plan(nest, args, idx, target, 2, 2, 64, locality=3).emit_c()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", _targets())
 @pytest.mark.parametrize("locality", [0, 2])
 def test_streamed_tile_loads_give_the_same_results(target, locality, tmp_path):
@@ -341,6 +345,7 @@ def test_parallel_tile_work_outside_the_parallel_loops_is_refused():
         plan.emit_c()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", _targets())
 @pytest.mark.parametrize("threads", [1, 2])
 def test_implicit_gemm_conv(tmp_path, target, threads):
@@ -369,6 +374,7 @@ def test_implicit_gemm_conv(tmp_path, target, threads):
 @pytest.mark.parametrize("shape, relu, threads, pf", [((37, 61, 70), True, 1, 0), ((20, 100, 33), False, 1, 0),
                                                       ((50, 130, 128), True, 2, 0), ((70, 130, 100), True, 1, 1),
                                                       ((50, 200, 64), False, 2, 3)])
+@pytest.mark.slow
 def test_a_fused_epilogue_quantizes_each_block_from_its_tiles(tmp_path, target, shape, relu, threads, pf):
     """The product and the quantizing epilogue fused on (i, j) (samples/int8_matmul.py's
     `fused_tile_plan`): the epilogue reads the accumulator tiles, which the tile library stores to
@@ -404,6 +410,7 @@ def test_a_fused_epilogue_quantizes_each_block_from_its_tiles(tmp_path, target, 
     np.testing.assert_array_equal(out, reference(a, b, scale, bias, relu))
 
 
+@pytest.mark.slow
 def test_a_block_of_only_tile_operations_lowers_with_any_grid():
     """bf16 1000^3 in a 2 x 2 grid over blocks of 528 columns: the unswitched loops leave blocks
     made only of tile operations, which the generic pass regroups by their weights (as the target

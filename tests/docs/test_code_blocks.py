@@ -30,6 +30,7 @@ def _params():
         yield pytest.param(page, id=str(page.path.relative_to(ROOT)), marks=marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", list(_params()))
 def test_page_blocks_run(page, tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg", ACCPY_REPO=str(ROOT))

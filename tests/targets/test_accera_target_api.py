@@ -74,6 +74,7 @@ def test_names_with_their_brand_resolve(written, model):
     assert T(written).name == model
 
 
+@pytest.mark.slow
 def test_every_accera_row_resolves_with_its_brand_too():
     for row in KNOWN_CPUS:
         name, branding = row[0], row[2]

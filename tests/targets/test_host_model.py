@@ -93,6 +93,7 @@ print(open(sys.argv[1] + "/twice.c").read())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif("avx2" not in cpu_flags(), reason="the posed host vectorizes with AVX2: this CPU lacks it")
 def test_code_built_for_a_posed_host_uses_its_features_only(tmp_path):
     env = dict(os.environ, ACCPY_HOST_MODEL="Haswell", ACCPY_CACHE_DIR=str(tmp_path / "cache"))

@@ -166,6 +166,7 @@ def test_accera_kernelize_reduces_along_k_with_strided_b(tmp_path):
     assert "accpy_q_[(long long)accpy_l_ * (10)]" in c and register_width(c) == {128}
 
 
+@pytest.mark.slow
 @needs_sse41
 def test_accera_kernelize_2(tmp_path):
     nest, args, (i, j, k) = _matmul(16, 16, 16)
