@@ -17,6 +17,10 @@ from ..ir.visitor import accesses
 from .polyhedra import Bound, ConstraintSet, bounds_expr, implies_ge
 
 
+class UnboundedBlock(ScheduleError):
+    """A block whose extent no constant bounds (it grows with runtime sizes): no cache can hold it."""
+
+
 @dataclass
 class _Access:
     indices: tuple
@@ -279,7 +283,7 @@ def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], 
             return max(d.const, 0)
         v = _constant_upper(ctx, d)
         if v is None:
-            raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
+            raise UnboundedBlock(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
                                 f"sizes; caches need blocks of bounded size")
         return max(v, 0)
     best = 0
@@ -292,7 +296,7 @@ def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], 
                     if v is not None:
                         cands.append(v // (u.den * low.den) + 1)
             if not cands:
-                raise ScheduleError(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
+                raise UnboundedBlock(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
                                     f"sizes; caches need blocks of bounded size")
             best = max(best, min(cands))
     return best
@@ -572,9 +576,14 @@ def loops_with_context(stmt, var, enclosing=(), group_pieces: bool = False) -> l
 
 def level_within_budget(stmt, level_vars: dict, top: int, buf: Buffer, max_elements: int, symbols) -> Optional[int]:
     """The highest level <= `top` whose active blocks of `buf` hold at most `max_elements`
-    elements (`level_vars`: level -> its loop var), or None: a budget cache's key-slice."""
+    elements (`level_vars`: level -> its loop var), or None: a budget cache's key-slice. A level
+    whose blocks grow with runtime sizes does not fit (a split's inner loops bound the blocks
+    below it: `kk` of k split by 32 spans at most 32 elements, also in the tail where K ends)."""
     for level in range(top, 0, -1):
-        sizes = site_footprints(stmt, level_vars[level], buf, symbols)
+        try:
+            sizes = site_footprints(stmt, level_vars[level], buf, symbols)
+        except UnboundedBlock:
+            continue
         if not sizes:
             continue
         if max(prod(b.ext_max) for b in sizes) <= max_elements:
