@@ -11,7 +11,7 @@ from .nest.nest import Nest
 from .nest.conditions import If as _If  # Accera's accera._lang_python._lang._If
 from .nest.functions import LogicFunction, logic_function
 from .nest.parameters import Parameter, create_parameter_grid, create_parameters
-from .nest.ops import (abs, cast, ceil, cos, cosh, exp, fast_exp, fast_exp_mlas, floor, log, log2, log10,
+from .nest.ops import (abs, as_index, cast, ceil, cos, cosh, exp, fast_exp, fast_exp_mlas, floor, log, log2, log10,
                        logical_and, logical_not, logical_or, max, min, remainderf, round, select, sin, sinh, sqrt,
                        tan, tanh, type_size_bytes)
 from .package import BuiltPackage, Format, Mode, Package, Platform, load

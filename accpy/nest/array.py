@@ -528,50 +528,5 @@ class Array:
         return f"Array({self.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
 
 
-class Scalar(Value):
-    """A runtime scalar argument (by value when INPUT)."""
-
-    def __init__(self, element_type=None, role: Role = Role.INPUT, name: str = "", value=None):
-        if element_type is not None and not isinstance(element_type, ScalarType) and \
-                isinstance(element_type, (int, float, np.number)) and not isinstance(element_type, type):
-            if value is not None:
-                raise ValueError("Scalar: give the value once (as the first argument or as value=)")
-            value, element_type = element_type, None
-        # a constant without a type given is used as the Python number it holds (a literal
-        # takes the type of the value it meets); with a type, as a constant of that type
-        self.literal = value if element_type is None and isinstance(value, (int, float)) else None
-        if value is not None:
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-                raise TypeError(f"value: expected a number, got {type(value).__name__} {value!r}")
-            if element_type is None:
-                element_type = ScalarType.from_dtype(value.dtype) if isinstance(value, np.number) else \
-                    ScalarType.int64 if isinstance(value, int) else ScalarType.float32
-        t = scalar_type(element_type if element_type is not None else ScalarType.float32)
-        if role is not Role.INPUT:
-            raise NotImplementedError("Scalar: only INPUT scalars are supported")
-        if name:
-            check_name(name, "name")
-        self.name_given = bool(name)
-        self.name = name or inferred_or_generated("scalar")
-        self.role = role
-        self.value = value
-        if value is not None:
-            # a Scalar with a value is a constant: a literal of its type wherever it is used
-            if t.is_int:
-                if float(value) != int(value):
-                    raise ValueError(f"value: {value!r} is not an integer, but the scalar's type is {t.name}")
-                lift(int(value), t)  # checks the range
-            super().__init__(Const(value, t))
-        else:
-            super().__init__(Var(self.name, t))
-
-    @property
-    def var(self) -> Var:
-        """The IR variable of this scalar argument (ValueError for a constant Scalar, which has a value)."""
-        if not isinstance(self._expr, Var):
-            raise ValueError(f"Scalar {self.name} has a value ({self.value!r}): it is a constant, not an argument")
-        return self._expr  # type: ignore[return-value]
-
-    def __repr__(self) -> str:
-        return f"Scalar({self.name}: {self.element_type.name})"
-
+# Scalars build on Array (a scalar held in memory is a one-element array): accpy/nest/scalars.py
+from .scalars import MemoryScalar, Scalar, is_scalar_argument  # noqa: E402,F401

@@ -9,7 +9,7 @@ from .logic import Value, _coerce, _operand_types, binary, cast, lift, select
 __all__ = ["max", "min", "abs", "sqrt", "exp", "fast_exp", "fast_exp_mlas", "remainderf", "type_size_bytes", "log",
            "log2", "log10", "tanh", "sin",
            "cos", "tan", "sinh", "cosh", "floor", "ceil", "round", "cast", "select",
-           "logical_and", "logical_or", "logical_not"]
+           "logical_and", "logical_or", "logical_not", "as_index"]
 
 _builtin_max, _builtin_min, _builtin_abs, _builtin_round = max, min, abs, round
 
@@ -123,6 +123,16 @@ def logical_not(a) -> Value:
     else 1 or 0 in the operand's type (as Accera returns it)."""
     v, c = _truth(a, "acc.logical_not")
     return _as_type_of(UnOp("not", c, ScalarType.bool), v.element_type)
+
+
+def as_index(value) -> Value:
+    """`acc.as_index(n)`: the integer `n` as an index-typed constant (Accera's helper for conditions
+    such as `i < acc.as_index(M)`)."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"as_index: expected an integer, got {type(value).__name__} {value!r}")
+    return cast(int(value), ScalarType.index)
 
 
 # keep the imported helpers referenced for linters

@@ -79,7 +79,7 @@ def _layout_of(array) -> tuple:
 
 def describe_arguments(args) -> list:
     """ArgInfo for each of a function's `args` (Arrays, Dimensions, Scalars)."""
-    from ..nest.array import Array, Dimension, OutputDimension, Role, Scalar
+    from ..nest.array import Array, Dimension, OutputDimension, Role, is_scalar_argument
     from ..nest.naming import argument_names
 
     out = []
@@ -107,7 +107,7 @@ def describe_arguments(args) -> list:
             info = ArgInfo(names[k], KIND_DIM, ScalarType.index, (), "C", (), "input", a.var)
         elif isinstance(a, OutputDimension):  # an int64_t* the function writes
             info = ArgInfo(names[k], KIND_ARRAY, ScalarType.int64, (1,), "C", (1,), "output", a.array.buffer)
-        elif isinstance(a, Scalar):
+        elif is_scalar_argument(a):  # a Scalar itself (isinstance also accepts any logic value, as Accera's)
             if a.value is not None:
                 raise ValueError(f"args[{k}]: the scalar {a.name} has a value ({a.value!r}): it is a constant "
                                  f"used as a literal, not an argument; leave it out of args")

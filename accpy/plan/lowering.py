@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..ir.expr import Buffer, Var
 from ..ir.kinds import LoopKind
 from ..ir.request import CacheRequest, LoweringRequest, PrefetchRequest
-from ..nest.array import Array, Dimension, OutputDimension, Scalar
+from ..nest.array import Array, Dimension, OutputDimension, is_scalar_argument
 from ..nest.views import ArrayView
 
 
@@ -19,7 +19,7 @@ def argument_objects(args) -> tuple:
             out.append(a.array.buffer)
         elif isinstance(a, Array):
             out.append(a.buffer)
-        elif isinstance(a, (Dimension, Scalar)):
+        elif isinstance(a, Dimension) or is_scalar_argument(a):
             out.append(a.var)
         elif isinstance(a, (Buffer, Var)):
             out.append(a)
