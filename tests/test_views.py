@@ -172,7 +172,7 @@ def test_views_are_not_arguments_or_cache_sources():
     def _():
         A[i, j] += 1.0
 
-    with pytest.raises(ValueError, match=r"is a view; pass the array it views \(A\)"):
+    with pytest.raises(ValueError, match=r"is a view; a view as a function argument is not built in accpy: pass the array it views \(A\)"):
         acc.Package().add(n, args=(A.sub_array((0, 0), (2, 2)),), base_name="bad")
     with pytest.raises(TypeError, match=r"is a view; cache the array it views \(A\)"):
         n.create_plan().cache(A.slice([0], [0]), index=i)

@@ -499,6 +499,33 @@ class Array:
             raise ValueError("deferred_layout: the cache has a trigger (a multicache); give a cache without one")
         self._deferred_cache = cache
 
+    # -- Accera's private helpers its programs call ------------------------------------------
+    @property
+    def _size_str(self) -> str:
+        """The element count as Accera writes it: the sizes joined by `*` ("M*K", "16*N")."""
+        return "*".join(s.name if isinstance(s, Dimension) else str(s) for s in self._shape)
+
+    def _allocate(self) -> None:
+        """Accera materializes a TEMP array made inside iteration logic with this; accpy allocates
+        every TEMP array the logic uses (zeroed, once per call), so there is nothing to do."""
+        if self.role is not Role.TEMP:
+            raise ValueError(f"_allocate: {self.name} is {self.role.name}; only TEMP arrays are allocated "
+                             f"by the function")
+
+    def _get_native_array(self) -> "Array":
+        """The array itself (Accera's handle of the allocated storage)."""
+        return self
+
+    def _get_memory_buffer(self):
+        """Accera's flat uint8 view of an array's bytes: not built in accpy (NotImplementedError)."""
+        raise NotImplementedError(f"_get_memory_buffer of {self.name}: viewing an array's bytes as another "
+                                  f"element type is not built in accpy; copy with acc.cast(...) in iteration logic")
+
+    def _reinterpret_cast(self, element_type):
+        """Accera's view of an array's bits as another element type: not built in accpy."""
+        raise NotImplementedError(f"_reinterpret_cast of {self.name}: reinterpreting an array's bits as "
+                                  f"another element type is not built in accpy; convert values with acc.cast(...)")
+
     # -- views ----------------------------------------------------------------------------
     def sub_array(self, offsets, shape, strides=()) -> "ArrayView":
         """A view of a window of this array: `view[i0, i1, ...]` is `self[offsets[0] + strides[0]*i0, ...]`.

@@ -190,6 +190,39 @@ class ArrayView:
         return len(self._shape)
 
     @property
+    def layout(self) -> tuple:
+        """The view's layout as explicit strides: per dimension of the view, the step in elements of
+        the root array's storage (ints; index expressions where runtime sizes enter), e.g. (256, 1)
+        for a window of a first-major 256 x 256 array. Two views of one array with the same
+        strides have equal layouts (their offsets may differ: see `offset`)."""
+        return tuple(_plain_int(e) for e in self.stride_exprs())
+
+    @property
+    def offset(self):
+        """Where the view's element (0, ..., 0) is in the root array's storage, in elements (an int, or
+        an index expression where runtime sizes or indices enter)."""
+        return _plain_int(self.offset_expr())
+
+    def stride_exprs(self) -> tuple:
+        """The view's strides in the root's storage as IR index expressions (see `layout`)."""
+        ps = self.parent.stride_exprs()
+        if self._split is not None:
+            d, size = self._split
+            return tuple(ps[:d]) + (idx_op("mul", ps[d], Const(size)), ps[d]) + tuple(ps[d + 1:])
+        return tuple(ps[d] if self._strides[d] == 1 else idx_op("mul", ps[d], Const(self._strides[d]))
+                     for d in self._kept)
+
+    def offset_expr(self):
+        """`offset` as an IR index expression."""
+        ps = self.parent.stride_exprs()
+        total = self.parent.offset_expr() if isinstance(self.parent, ArrayView) else Const(0)
+        for d, off in enumerate(self._offsets):
+            if isinstance(off, int) and off == 0:
+                continue
+            total = idx_op("add", total, idx_op("mul", lift(off).expr, ps[d]))
+        return total
+
+    @property
     def root(self) -> "Array":
         """The array whose storage this view (or a view of a view) shares."""
         return self.parent.root if isinstance(self.parent, ArrayView) else self.parent
@@ -265,6 +298,11 @@ class ArrayView:
 
     def __repr__(self) -> str:
         return f"ArrayView({self.kind} of {self.parent.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
+
+
+def _plain_int(e):
+    """An index expression as an int where it is a constant, else the expression."""
+    return int(e.value) if isinstance(e, Const) else e
 
 
 def _size_expr(s, what: str = "shape"):

@@ -14,7 +14,8 @@ def argument_objects(args) -> tuple:
     out = []
     for a in args:
         if isinstance(a, ArrayView):
-            raise ValueError(f"args: {a!r} is a view; pass the array it views ({a.root.name}) as the argument")
+            raise ValueError(f"args: {a!r} is a view; a view as a function argument is not built in accpy: "
+                             f"pass the array it views ({a.root.name}) as the argument")
         if isinstance(a, OutputDimension):
             out.append(a.array.buffer)
         elif isinstance(a, Array):
