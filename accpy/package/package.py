@@ -256,6 +256,10 @@ class Package:
             check_symbol_name(base_name, "base_name", _ATTRIBUTE_NAMES)
         from .calls import calling_function
 
+        grid = source.auto_grid(parameters) if hasattr(source, "auto_grid") and isinstance(
+            parameters, (dict, type(None))) else None
+        if grid is not None:  # Plan.auto's open choices: one function each
+            return self.add(source, args, base_name, grid, function_opts, auxiliary)
         fn = calling_function(source, args, base_name, parameters, auxiliary)
         if fn is not None:
             if any(f.name == fn.name for f in self._functions + self._allocating):
@@ -265,8 +269,6 @@ class Package:
         plan = _plan_of(source)
         if parameters is not None and not isinstance(parameters, (dict, list)):
             raise TypeError("parameters: expected a dict (or a list of dicts)")
-        if not isinstance(parameters, list) and plan.auto_grid(parameters) is not None:
-            parameters = plan.auto_grid(parameters)  # Plan.auto's open choices: one function each
         if isinstance(parameters, list):
             return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
         from ..nest.parameters import parameter_values

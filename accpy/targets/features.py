@@ -155,6 +155,23 @@ def normalize_extensions(extensions) -> tuple:
     return _sorted_features(_feature_closure(got))
 
 
+class Extensions(tuple):
+    """`Target.extensions`: feature names as /proc/cpuinfo writes them, in a fixed order (a tuple,
+    equal to the plain tuple). Membership also reads Accera's names: `"SSE3" in t.extensions` and
+    `"AVX512" in t.extensions` ask for the feature the name stands for (as `Target.has` does)."""
+
+    def __contains__(self, name) -> bool:
+        if tuple.__contains__(self, name):
+            return True
+        if not isinstance(name, str):
+            return False
+        k = _key(name)
+        return k in _HAS and tuple.__contains__(self, _HAS[k])
+
+    def __reduce__(self):
+        return (Extensions, (tuple(self),))
+
+
 def widest_vector(extensions) -> tuple:
     """(vector_bytes, vector_registers) of the widest SIMD registers the extensions give."""
     ext = set(extensions)

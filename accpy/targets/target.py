@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import FrozenInstanceError, dataclass, fields
 from typing import Optional
 
-from .features import (_BASELINE, _GCC_OPTION, _HAS, GPU_RUNTIMES, Architecture, Category, Runtime, _key,
-                       normalize_extensions, widest_vector)
+from .features import (_BASELINE, _GCC_OPTION, _HAS, GPU_RUNTIMES, Architecture, Category, Extensions, Runtime,
+                       _key, normalize_extensions, widest_vector)
 from .host import _host_values
 from .library import libraries_for
 
@@ -238,6 +238,7 @@ class Target:
         self._set(_apply(base, overrides))
 
     def _set(self, values: dict) -> None:
+        values = dict(values, extensions=Extensions(values["extensions"]))
         for f in fields(self):
             object.__setattr__(self, f.name, values[f.name])
 

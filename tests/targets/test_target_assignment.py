@@ -34,6 +34,10 @@ def test_accera_custom_target_strings():
     assert t.category == "cpu" and t.category == T.Category.CPU and t.runtime == "OpenMP"
     assert T.Architecture.X86_64 != T.Architecture.X86 and T.Category.CPU != 1
     assert {T.Architecture.X86_64: 1}[T.Architecture.X86_64] == 1  # members still hash as members
+    # extensions hold cpuinfo's names; membership reads Accera's too
+    assert "sse3" in t.extensions and "SSE3" in t.extensions and "FMA3" in t.extensions
+    assert "AVX512" not in t.extensions and 3 not in t.extensions
+    assert t.extensions == tuple(t.extensions) and isinstance(t.extensions, tuple)
 
 
 def test_assignment_is_validated_and_normalized():
