@@ -17,8 +17,9 @@ from ..ir.visitor import accesses
 from .polyhedra import Bound, ConstraintSet, bounds_expr, implies_ge
 
 
-class UnboundedBlock(ScheduleError):
-    """A block whose extent no constant bounds (it grows with runtime sizes): no cache can hold it."""
+class _Unbounded(ScheduleError):
+    """A block whose extent no constant bounds (it grows with runtime sizes): no cache can hold it.
+    Raised to callers as a ScheduleError; a budget cache's search takes it as "does not fit"."""
 
 
 @dataclass
@@ -121,6 +122,14 @@ def blocks_apart(blk: Footprint, var) -> Optional[bool]:
 
 
 def footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Footprint]:
+    """The block of `buf` at `site` (None when the site does not touch it)."""
+    try:
+        return _footprint(site, enclosing, buf, symbols)
+    except _Unbounded as e:
+        raise ScheduleError(str(e)) from None
+
+
+def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Footprint]:
     accesses = _collect(site, buf)
     if not accesses:
         return None
@@ -283,7 +292,7 @@ def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], 
             return max(d.const, 0)
         v = _constant_upper(ctx, d)
         if v is None:
-            raise UnboundedBlock(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
+            raise _Unbounded(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
                                 f"sizes; caches need blocks of bounded size")
         return max(v, 0)
     best = 0
@@ -296,7 +305,7 @@ def _max_extent(ctx: ConstraintSet, lo: Optional[Affine], hi: Optional[Affine], 
                     if v is not None:
                         cands.append(v // (u.den * low.den) + 1)
             if not cands:
-                raise UnboundedBlock(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
+                raise _Unbounded(f"cache of {name}: the block's extent along dimension {k} depends on runtime "
                                     f"sizes; caches need blocks of bounded size")
             best = max(best, min(cands))
     return best
@@ -581,8 +590,9 @@ def level_within_budget(stmt, level_vars: dict, top: int, buf: Buffer, max_eleme
     below it: `kk` of k split by 32 spans at most 32 elements, also in the tail where K ends)."""
     for level in range(top, 0, -1):
         try:
-            sizes = site_footprints(stmt, level_vars[level], buf, symbols)
-        except UnboundedBlock:
+            sizes = [b for f, enc in loops_with_context(stmt, level_vars[level])
+                     if (b := _footprint(f, enc, buf, symbols)) is not None]
+        except _Unbounded:
             continue
         if not sizes:
             continue
