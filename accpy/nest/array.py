@@ -12,7 +12,9 @@ from ..ir.expr import Buffer, Cast, Const, Expr, Var, idx_op
 from ..ir.kinds import HostMemory
 from ..ir.names import check_name
 from ..ir.types import ScalarType
+from .handles import LogicValue
 from .logic import Access, Value, lift, record_assignment, scalar_type  # noqa: F401  (scalar_type: re-exported)
+from .layouts import AllocateFlags, Shape, _Layout  # noqa: F401  (re-exported)
 from .naming import assigned_names, inferred_or_generated
 
 
@@ -214,66 +216,8 @@ def size_expr(s, what: str) -> Expr:
     raise TypeError(f"{what}: expected an int >= 1 or an acc.Dimension, got {type(s).__name__} {s!r}")
 
 
-class Shape(list):
-    """An array's shape: a list, as Accera's `Array.shape` (`A.shape + [M, N]`, `M, N = A.shape`),
-    that also equals a tuple of the same sizes (`A.shape == (2, 3)`) and hashes like one. It is a
-    copy: changing it does not change the array."""
-
-    def __eq__(self, other):
-        return list.__eq__(self, list(other) if isinstance(other, tuple) else other)
-
-    def __ne__(self, other):
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    def __hash__(self):  # type: ignore[override]
-        return hash(tuple(self))
-
-    def __add__(self, other):
-        if isinstance(other, (list, tuple)):
-            return Shape(list(self) + list(other))
-        return NotImplemented
-
-    def __radd__(self, other):
-        # `(1,) + A.shape` gives a tuple (as when shapes were tuples); `[1] + A.shape` a list
-        if isinstance(other, tuple):
-            return other + tuple(self)
-        if isinstance(other, list):
-            return Shape(list(other) + list(self))
-        return NotImplemented
-
-
-class AllocateFlags(enum.Flag):
-    """Accera's allocation flags for `Array(..., flags=)`. For TEMP arrays accpy honours HEAP
-    (allocated on the heap whatever its size) and STACK (a local array, as accpy already places
-    fixed-size temporaries of at most 64 KiB; larger ones stay on the heap, where they cannot
-    overflow the stack). GLOBAL and THREAD_LOCAL are accepted as hints: a TEMP array lives for one
-    call and is shared by the threads of a parallel loop (the race check refuses a parallel loop
-    whose iterations write the same element). On other roles the flags are hints."""
-
-    NONE = 0
-    GLOBAL = 1
-    STACK = 2
-    HEAP = 4
-    THREAD_LOCAL = 8
-
-
 def _is_inf(s) -> bool:
     return isinstance(s, float) and s == float("inf")
-
-
-class _Layout(enum.Enum):
-    FIRST_MAJOR = "first_major"
-    LAST_MAJOR = "last_major"
-    DEFERRED = "deferred"
-    # a cache layout: first-major, with the rows of the second-to-last dimension in groups of
-    # 32 bits' worth (4 int8 / 2 bfloat16) interleaved into the last one, as the dot-product
-    # instructions read their second operand (VNNI order)
-    VNNI = "vnni"
-
-    def to_numpy_order(self):
-        """numpy's `order` for this layout ("C" first-major, "F" last-major), else None (Accera's)."""
-        return {"first_major": "C", "last_major": "F"}.get(self.value)
 
 
 class Array:
@@ -555,5 +499,102 @@ class Array:
         return f"Array({self.name}: {self.role.name} {self.element_type.name}{list(self._shape)})"
 
 
-# Scalars build on Array (a scalar held in memory is a one-element array): accpy/nest/scalars.py
-from .scalars import MemoryScalar, Scalar, is_scalar_argument  # noqa: E402,F401
+_MEMORY_ROLES = (Role.INPUT_OUTPUT, Role.OUTPUT, Role.TEMP)
+
+
+class _ScalarType(type):
+    """`isinstance(x, Scalar)`: a Scalar, or any scalar value of iteration logic (an index, an array
+    element, an expression), as Accera's Scalar is; arrays and runtime dimensions are not."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        if cls is Scalar and isinstance(obj, LogicValue) and not isinstance(obj, (Array, Dimension)):
+            return True
+        return type.__instancecheck__(cls, obj)
+
+
+def is_scalar_argument(x) -> bool:
+    """Whether `x` is an acc.Scalar itself (not any logic value, which isinstance also accepts)."""
+    return issubclass(type(x), Scalar)
+
+
+def _type_and_value(element_type, value, type_):
+    if type_ is not None:
+        if element_type is not None:
+            raise ValueError("Scalar: give the type once (as element_type or as type=)")
+        element_type = type_
+    if element_type is not None and not isinstance(element_type, ScalarType) and \
+            isinstance(element_type, (int, float, np.number)) and not isinstance(element_type, type):
+        if value is not None:
+            raise ValueError("Scalar: give the value once (as the first argument or as value=)")
+        value, element_type = element_type, None
+    if value is not None:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+            raise TypeError(f"value: expected a number, got {type(value).__name__} {value!r}")
+    return element_type, value
+
+
+class Scalar(Value, metaclass=_ScalarType):
+    """`acc.Scalar(element_type=float32, role=Role.INPUT, name="", value=None)` (`type=` is Accera's
+    other name for element_type; a number first is the value).
+
+    - INPUT (the default): an argument passed by value; read-only in logic.
+    - a value given: a constant, used as a literal of its type (without a type, as the Python number).
+    - INPUT_OUTPUT / OUTPUT: an argument passed by pointer, written with `s.set(expr)` in logic:
+      `T*` in C, a numpy array of shape (1,) from Python (see MemoryScalar).
+    - TEMP: a variable of the function, zero when it starts, never an argument.
+    """
+
+    #: the class of scalars held in memory: accpy/nest/scalars.py's MemoryScalar, set when that module
+    #: is imported (accpy.nest imports it), as it builds on Array
+    _memory_class = None
+
+    def __new__(cls, element_type=None, role: Role = Role.INPUT, name: str = "", value=None, type=None):
+        if cls is Scalar and role in _MEMORY_ROLES:
+            element_type, value = _type_and_value(element_type, value, type)
+            return cls._memory_class(element_type, role, name, value)
+        return super().__new__(cls)
+
+    def __init__(self, element_type=None, role: Role = Role.INPUT, name: str = "", value=None, type=None):
+        element_type, value = _type_and_value(element_type, value, type)
+        # a constant without a type given is used as the Python number it holds (a literal
+        # takes the type of the value it meets); with a type, as a constant of that type
+        self.literal = value if element_type is None and isinstance(value, (int, float)) else None
+        if value is not None and element_type is None:
+            element_type = ScalarType.from_dtype(value.dtype) if isinstance(value, np.number) else \
+                ScalarType.int64 if isinstance(value, int) else ScalarType.float32
+        t = scalar_type(element_type if element_type is not None else ScalarType.float32)
+        if role is not Role.INPUT:
+            raise ValueError(f"role: a Scalar is INPUT, INPUT_OUTPUT, OUTPUT or TEMP, got {role!r}"
+                             + ("; a constant scalar is one with a value (acc.Scalar(value=...))"
+                                if role is Role.CONST else ""))
+        if name:
+            check_name(name, "name")
+        self.name_given = bool(name)
+        self.name = name or inferred_or_generated("scalar")
+        self.role = role
+        self.value = value
+        if value is not None:
+            # a Scalar with a value is a constant: a literal of its type wherever it is used
+            if t.is_int:
+                if float(value) != int(value):
+                    raise ValueError(f"value: {value!r} is not an integer, but the scalar's type is {t.name}")
+                lift(int(value), t)  # checks the range
+            super().__init__(Const(value, t))
+        else:
+            super().__init__(Var(self.name, t))
+
+    @property
+    def var(self) -> Var:
+        """The IR variable of this scalar argument (ValueError for a constant Scalar, which has a value)."""
+        if not isinstance(self._expr, Var):
+            raise ValueError(f"Scalar {self.name} has a value ({self.value!r}): it is a constant, not an argument")
+        return self._expr  # type: ignore[return-value]
+
+    def set(self, value) -> None:
+        """Writing is for scalars held in memory: an INPUT scalar is passed by value (LogicError)."""
+        raise LogicError(f"{self.name}.set(...): {self.name} is an INPUT scalar, passed by value and read-only; "
+                         f"create it with role=acc.Role.INPUT_OUTPUT (an argument the function updates) or "
+                         f"acc.Role.TEMP (a variable of the function) to write it")
+
+    def __repr__(self) -> str:
+        return f"Scalar({self.name}: {self.element_type.name})"
