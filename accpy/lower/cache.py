@@ -98,13 +98,21 @@ def insert_caches(stmt, request, symbols, owners=None):
     space = request.space
     n = len(space.dims)
     by_key = {c.key: c for c in request.caches}
-    caches = sorted(request.caches, key=lambda c: -_resolved_level(c, by_key, stmt, space, symbols))
+    # level 0 (a budget below every key-slice's block): each iteration is its own key-slice,
+    # as a loop of one iteration around the innermost loops' bodies (Accera's budget caches do so)
+    single = None
+    if any(c.budget for c in request.caches) and n:
+        v0 = Var("single")
+        single = (_single_iteration_sites(stmt, space.dims[-1].var, v0), v0)
+    caches = sorted(request.caches, key=lambda c: -_resolved_level(c, by_key, stmt, space, symbols, single))
+    if single is not None and any(_resolved_level(c, by_key, stmt, space, symbols, single) == 0 for c in caches):
+        stmt = single[0]
     buffers: dict = {}
     out_bufs = []
     fills: dict = {}
     for c in caches:
-        level = _resolved_level(c, by_key, stmt, space, symbols)
-        site_var = space.dims[n - level].var
+        level = _resolved_level(c, by_key, stmt, space, symbols, single)
+        site_var = space.dims[n - level].var if level > 0 else single[1]
         trig_var = space.dims[n - c.trigger_level].var if c.trigger_level is not None else None
         if trig_var is site_var:
             trig_var = None  # triggered at its own key-slice: one block per slice, an ordinary cache
@@ -134,14 +142,28 @@ def insert_caches(stmt, request, symbols, owners=None):
                 owners[info.buffer] = c
             # (_apply may have turned a multicache into an ordinary cache at its trigger)
             fills[info.buffer] = ((info.trigger_var, True) if info.trigger_var is not None
-                                      else (info.site_var, False))
+                                  else (space.dims[-1].var, True) if level == 0 else (info.site_var, False))
         elif info.alias:
             buffers[c.key] = info.source  # a thrifty cache that needed no copy
     return stmt, out_bufs, fills
 
 
-def _resolved_level(c, by_key, stmt, space, symbols) -> int:
-    """A cache's level; a budget cache's is the highest whose active block fits `max_elements`."""
+def _single_iteration_sites(stmt, inner_var: Var, v0: Var):
+    """`stmt` with the body of every loop over `inner_var` inside a loop of one iteration over `v0`:
+    the sites of level-0 caches (simplify removes the loop once the caches are in)."""
+    class Wrap(Mutator):
+        def visit_For(self, f: For):
+            if f.var is inner_var:
+                return For(f.var, f.lo, f.hi, For(v0, Const(0), Const(1), f.body), f.kind, f.attrs)
+            return self.generic_visit(f)
+
+    return Wrap().visit(stmt)
+
+
+def _resolved_level(c, by_key, stmt, space, symbols, single=None) -> int:
+    """A cache's level; a budget cache's is the highest whose active block fits `max_elements`,
+    or 0 (one iteration's elements, at the sites `single` = (statement, var) has) when only
+    that fits."""
     if c.placed_level is not None:
         return c.placed_level
     n = len(space.dims)
@@ -149,12 +171,16 @@ def _resolved_level(c, by_key, stmt, space, symbols) -> int:
     root = c
     if c.outer is not None:
         # a budget cache of a budget cache: the highest level below its source's that fits
-        top = _resolved_level(by_key[c.outer], by_key, stmt, space, symbols) - 1
+        top = _resolved_level(by_key[c.outer], by_key, stmt, space, symbols, single) - 1
         while root.outer is not None:
             root = by_key[root.outer]
     buf = root.source
     level = level_within_budget(stmt, {lv: space.dims[n - lv].var for lv in range(1, n + 1)}, top, buf,
                                 c.max_elements, symbols)
+    if level is None and single is not None and top >= 0:
+        blocks = site_footprints(single[0], single[1], buf, symbols)
+        if blocks and max(prod(b.ext_max) for b in blocks) <= c.max_elements:
+            level = 0
     if level is not None:
         c.resolved_level = level
         return level

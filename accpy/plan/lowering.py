@@ -95,5 +95,5 @@ def record_resolved(plan, request: LoweringRequest) -> None:
     for c, r in zip(plan.caches, request.caches):
         if c.budget and r.resolved_level is not None:
             c._resolved = r.resolved_level
-            c.index = space.dims[n - r.resolved_level].index
+            c.index = space.dims[n - r.resolved_level].index if r.resolved_level > 0 else None  # 0: one iteration
             c.level = r.resolved_level
