@@ -294,11 +294,3 @@ def statement_nest(where, obligations=(), arrays=()):
     nest = Nest([1])
     nest.iteration_logic(assignment)
     return nest
-
-
-def index_argument_vars():
-    """The variables of acc.Dimensions: used in an index without sizing anything, one is an index
-    argument (a position given to the function; its bounds become preconditions)."""
-    from .array import DIMENSION_VARS
-
-    return DIMENSION_VARS

@@ -155,10 +155,10 @@ class Nest:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
         from ..analysis.logic_check import check_statements
 
-        from .functions import index_argument_vars
+        from .array import DIMENSION_VARS  # acc.Dimensions used in an index: index arguments
 
         pre = check_statements(self, cap.statements, cap.view_accesses, list(cap.arrays.values()),
-                               index_argument_vars())
+                               DIMENSION_VARS)
         self._preconditions.extend(p for p in pre if p not in self._preconditions)
         self._arrays.update(cap.arrays)
         return cap.statements

@@ -36,8 +36,14 @@ class MemoryScalar(Array, Value):
         self.name_given = given
 
     # Array sets element_type; Value reads it from the expression: an ordinary attribute here
-    element_type = property(lambda self: self.__dict__["_element_type"],
-                            lambda self, t: self.__dict__.__setitem__("_element_type", t))
+    @property
+    def element_type(self):
+        """The scalar's element type (an acc.ScalarType)."""
+        return self.__dict__["_element_type"]
+
+    @element_type.setter
+    def element_type(self, t) -> None:
+        self.__dict__["_element_type"] = t
 
     @property
     def expr(self):
