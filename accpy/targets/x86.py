@@ -286,6 +286,17 @@ def _avx2_strided(dtype: ScalarType) -> dict:
             **by_lane.strided_writes()}
 
 
+_AVX2_ROUND = "_mm256_round_{sfx}({{a}}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"
+# float32 lanes to int32 as the scalar cast: NaN -> 0, from 2^31 up -> INT_MAX, below -2^31 -> INT_MIN
+# (VCVTTPS2DQ's out-of-range value), else toward zero; {a} evaluated once
+_AVX2_TO_INT32 = ("__extension__({{ __m256 accpy_x_ = ({a}); "
+                  "__m256i accpy_big_ = _mm256_castps_si256(_mm256_cmp_ps(accpy_x_, _mm256_set1_ps(2147483648.0f), "
+                  "_CMP_GE_OQ)); "
+                  "__m256i accpy_ord_ = _mm256_castps_si256(_mm256_cmp_ps(accpy_x_, accpy_x_, _CMP_ORD_Q)); "
+                  "__m256i accpy_r_ = _mm256_blendv_epi8(_mm256_cvttps_epi32(accpy_x_), "
+                  "_mm256_set1_epi32(2147483647), accpy_big_); "
+                  "_mm256_and_si256(accpy_r_, accpy_ord_); }})")
+
 LIBRARY = {
     # dot2: {c} plus, per lane, the two bfloat16 products of adjacent pairs (VDPBF16PS); round
     # (half to even); conversions from narrow integers, which travel widened to 32-bit lanes
@@ -309,9 +320,12 @@ LIBRARY = {
                                   **{"from_" + t: "({a})" for t in ("int8", "uint8", "int16", "uint16")}}),
     ("avx512", I64): _with_extra(_avx512_int(I64, 8, "epi64", "__mmask8"),
                                  _avx512_strided("epi64", 8, 8, "_mm512_setzero_si512()", True)),
-    ("avx2", F32): _with_extra(_avx2_float(F32, 8, "ps", "__m256"), _avx2_strided(F32)),
-    ("avx2", F64): _with_extra(_avx2_float(F64, 4, "pd", "__m256d"), _avx2_strided(F64)),
-    ("avx2", I32): _with_extra(_avx2_int32(), _avx2_strided(I32)),
+    # round half to even (as SSE4.1's and AVX-512's); float -> int32 as the scalar cast
+    ("avx2", F32): _with_extra(_avx2_float(F32, 8, "ps", "__m256"),
+                               {**_avx2_strided(F32), "round": _AVX2_ROUND.format(sfx="ps")}),
+    ("avx2", F64): _with_extra(_avx2_float(F64, 4, "pd", "__m256d"),
+                               {**_avx2_strided(F64), "round": _AVX2_ROUND.format(sfx="pd")}),
+    ("avx2", I32): _with_extra(_avx2_int32(), {**_avx2_strided(I32), "from_float32": _AVX2_TO_INT32}),
 }
 
 add_math(LIBRARY)  # float32 exp, fast_exp, log, tanh, floor, ceil (x86_math.py)
