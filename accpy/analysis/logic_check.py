@@ -227,6 +227,10 @@ def _affine_index(st, buf, k: int, ix, nest_vars, symbols, index_arguments=()):
         if not is_quasi_affine(ix):
             from ..ir.printer import expr_str
 
+            if accesses(ix):
+                raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is read from an "
+                                 f"array (a gather): subscripts that depend on data are not built in accpy, "
+                                 f"which proves every access in bounds before it emits code")
             raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is not an affine "
                              f"function of the loop indices (sums and constant multiples of indices and "
                              f"runtime sizes, with `//` and `%` by positive integer constants)")
