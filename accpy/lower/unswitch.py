@@ -9,7 +9,8 @@ max/min of bounds inside one piece, or breakpoints of two pieces -- and their di
 varies with an outer loop, generation asks that outer loop to *cut* the pieces on the
 difference's sign and starts over from it (split 12 by 5 -> full tiles j in [0, 2) and
 the tail j in [2, 3); a skew -> triangle, rectangle, triangle). Differences that depend
-only on runtime sizes stay as min/max bounds.
+only on runtime sizes stay as min/max bounds; pieces whose ranges then follow one another
+(`i < N` and `i >= N`) get one loop each, in that order.
 
 Guarantees afterwards: every statement runs exactly on its real points, in the same
 lexicographic order as before; guards remain only when the piece budget runs out or a
