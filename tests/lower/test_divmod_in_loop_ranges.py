@@ -178,3 +178,30 @@ def test_subscripts_whose_address_is_not_affine_still_refuse_vectorize():
     plan, _ = _flattened_plan(lambda i: (i % 4, i // 4), AVX2)
     with pytest.raises(acc.ScheduleError, match=r"vectorize\(ii\): the subscript of Out is not affine"):
         plan.emit_c()
+
+
+def test_divmod_in_ranges_agrees_with_python_on_every_point():
+    """Exhaustively over small ranges (negative coefficients, constants and ranges included): where
+    divmod_in_ranges answers, it is Python's floor division and remainder at every point."""
+    import itertools
+
+    from accpy.ir.affine import Affine
+    from accpy.lower.simplify import divmod_in_ranges
+
+    x, y = Var("x"), Var("y")
+    answered = 0
+    for cx, cy, c0, m in itertools.product((-8, -3, 1, 4, 8), (-1, 1, 2), (-9, -1, 0, 3, 8), (1, 2, 4, 8)):
+        for rx, ry in (((0, 3), (0, 7)), ((-2, 1), (0, 1)), ((1, 1), (-3, 4))):
+            a = Affine({x: cx, y: cy}, c0)
+            got = divmod_in_ranges(a, m, {x: rx, y: ry})
+            if got is None:
+                continue
+            answered += 1
+            q, r = got
+            for vx in range(rx[0], rx[1] + 1):
+                for vy in range(ry[0], ry[1] + 1):
+                    point = {x: vx, y: vy}
+                    value = cx * vx + cy * vy + c0
+                    assert q.subs(point).const == value // m and r.subs(point).const == value % m, \
+                        (cx, cy, c0, m, rx, ry, point)
+    assert answered > 50
