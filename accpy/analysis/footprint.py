@@ -583,19 +583,10 @@ def loops_with_context(stmt, var, enclosing=(), group_pieces: bool = False) -> l
     return out
 
 
-def level_within_budget(stmt, level_vars: dict, top: int, buf: Buffer, max_elements: int, symbols) -> Optional[int]:
-    """The highest level <= `top` whose active blocks of `buf` hold at most `max_elements`
-    elements (`level_vars`: level -> its loop var), or None: a budget cache's key-slice. A level
-    whose blocks grow with runtime sizes does not fit (a split's inner loops bound the blocks
-    below it: `kk` of k split by 32 spans at most 32 elements, also in the tail where K ends)."""
-    for level in range(top, 0, -1):
-        try:
-            sizes = [b for f, enc in loops_with_context(stmt, level_vars[level])
-                     if (b := _footprint(f, enc, buf, symbols)) is not None]
-        except _Unbounded:
-            continue
-        if not sizes:
-            continue
-        if max(prod(b.ext_max) for b in sizes) <= max_elements:
-            return level
-    return None
+def bounded_site_footprints(stmt, var, buf: Buffer, symbols) -> Optional[list]:
+    """site_footprints(stmt, var, buf, symbols), or None when a block grows with runtime sizes
+    (no constant bounds it)."""
+    try:
+        return [b for f, enc in loops_with_context(stmt, var) if (b := _footprint(f, enc, buf, symbols)) is not None]
+    except _Unbounded:
+        return None

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..analysis.footprint import (Footprint, blocks_apart, cache_is_private, constant_extreme, footprint,
-                                  level_within_budget, loop_constraints, loops_with_context, prod, site_footprints, site_runs,
-                                  thrifty_skips)
+                                  loop_constraints, loops_with_context, prod, site_footprints, site_runs, thrifty_skips)
 from ..analysis.polyhedra import ConstraintSet
 from ..errors import ScheduleError
 from ..ir.kinds import BufferRole, LoopKind
@@ -36,6 +35,7 @@ from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
 from ..targets.library import grouped_block, memory, vector_shape
+from .cache_levels import resolved_level, single_iteration_sites
 from .grouped_copy import grouped_copy
 
 # Caches at most this many elements whose copies are unrolled (candidates for registers).
@@ -103,15 +103,15 @@ def insert_caches(stmt, request, symbols, owners=None):
     single = None
     if any(c.budget for c in request.caches) and n:
         v0 = Var("single")
-        single = (_single_iteration_sites(stmt, space.dims[-1].var, v0), v0)
-    caches = sorted(request.caches, key=lambda c: -_resolved_level(c, by_key, stmt, space, symbols, single))
-    if single is not None and any(_resolved_level(c, by_key, stmt, space, symbols, single) == 0 for c in caches):
+        single = (single_iteration_sites(stmt, space.dims[-1].var, v0), v0)
+    caches = sorted(request.caches, key=lambda c: -resolved_level(c, by_key, stmt, space, symbols, single))
+    if single is not None and any(resolved_level(c, by_key, stmt, space, symbols, single) == 0 for c in caches):
         stmt = single[0]
     buffers: dict = {}
     out_bufs = []
     fills: dict = {}
     for c in caches:
-        level = _resolved_level(c, by_key, stmt, space, symbols, single)
+        level = resolved_level(c, by_key, stmt, space, symbols, single)
         site_var = space.dims[n - level].var if level > 0 else single[1]
         trig_var = space.dims[n - c.trigger_level].var if c.trigger_level is not None else None
         if trig_var is site_var:
@@ -146,45 +146,6 @@ def insert_caches(stmt, request, symbols, owners=None):
         elif info.alias:
             buffers[c.key] = info.source  # a thrifty cache that needed no copy
     return stmt, out_bufs, fills
-
-
-def _single_iteration_sites(stmt, inner_var: Var, v0: Var):
-    """`stmt` with the body of every loop over `inner_var` inside a loop of one iteration over `v0`:
-    the sites of level-0 caches (simplify removes the loop once the caches are in)."""
-    class Wrap(Mutator):
-        def visit_For(self, f: For):
-            if f.var is inner_var:
-                return For(f.var, f.lo, f.hi, For(v0, Const(0), Const(1), f.body), f.kind, f.attrs)
-            return self.generic_visit(f)
-
-    return Wrap().visit(stmt)
-
-
-def _resolved_level(c, by_key, stmt, space, symbols, single=None) -> int:
-    """A cache's level; a budget cache's is the highest whose active block fits `max_elements`,
-    or 0 (one iteration's elements, at the sites `single` = (statement, var) has) when only
-    that fits."""
-    if c.placed_level is not None:
-        return c.placed_level
-    n = len(space.dims)
-    top = n
-    root = c
-    if c.outer is not None:
-        # a budget cache of a budget cache: the highest level below its source's that fits
-        top = _resolved_level(by_key[c.outer], by_key, stmt, space, symbols, single) - 1
-        while root.outer is not None:
-            root = by_key[root.outer]
-    buf = root.source
-    level = level_within_budget(stmt, {lv: space.dims[n - lv].var for lv in range(1, n + 1)}, top, buf,
-                                c.max_elements, symbols)
-    if level is None and single is not None and top >= 0:
-        blocks = site_footprints(single[0], single[1], buf, symbols)
-        if blocks and max(prod(b.ext_max) for b in blocks) <= c.max_elements:
-            level = 0
-    if level is not None:
-        c.resolved_level = level
-        return level
-    raise ScheduleError(f"cache of {buf.name}: no key-slice has an active block within max_elements={c.max_elements}")
 
 
 class _NoPanels(ScheduleError):
