@@ -301,6 +301,7 @@ def _inc_package(value: float, vector: bool = False):
     return pkg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vector", [False, True])
 def test_the_prelude_is_precompiled_once_per_kind(tmp_path, monkeypatch, vector):
     """The runtime part of a package's C is compiled once into a precompiled header that later

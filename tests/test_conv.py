@@ -95,6 +95,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.slow
 @needs_vectors
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("H, W, C, K, sizes", SMALL)

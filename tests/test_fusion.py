@@ -310,6 +310,7 @@ def _fused_runtime_sizes():
     Built.cases.append(("runtime", s, (M, N, A, C), [n0, n1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["full", "full_tiled", "full_f_first", "relu_partial2", "relu_partial2_tile_f",
                                   "partial1_split", "unequal", "concat3", "nested", "three_matmul"])
 def test_fused_schedule_matches_reference(built, name):

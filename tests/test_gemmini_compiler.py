@@ -87,6 +87,7 @@ def test_raw_int32_matmul_bit_exact(tmp_path, shape):
     np.testing.assert_array_equal(c, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,relu,bias", [((64, 64, 64), True, False), ((70, 40, 36), False, False),
                                               ((48, 80, 100), True, True), ((1, 16, 16), False, True)])
 def test_scaled_matmul_bit_exact(tmp_path, shape, relu, bias):
@@ -393,6 +394,7 @@ def test_cache_location_on_cpu_and_type_errors():
 
 
 # ---- the nest's meaning equals the model's ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("relu,bias", [(True, False), (False, True)])
 def test_reference_evaluator_equals_model(tmp_path, relu, bias):
     """The fused nests (reference evaluator, default order) compute exactly what Gemmini does,

@@ -619,6 +619,7 @@ def package_lib(tmp_path_factory):
     return ctypes.CDLL(str(so))
 
 
+@pytest.mark.slow
 def test_package_units_share_one_machine_and_the_error_channel(package_lib):
     lib = package_lib
     lib.pkg_gemmini_mvins.restype = ctypes.c_uint64

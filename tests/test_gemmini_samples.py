@@ -25,6 +25,7 @@ def test_gemmini_matmul_sample(args):
     assert "equals numpy bit for bit" in out and "utilization" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [(), ("--shape", "10x20x24x40", "--naive")])
 def test_gemmini_conv_sample(args):
     out = run("samples/gemmini_conv.py", *args)
@@ -37,6 +38,7 @@ def test_gemmini_conv_sample_tunes_its_blocks_on_cycles():
     assert "8 variants on the model" in out and "formula Pb=56 Kb=32" in out and "best    Pb=" in out
 
 
+@pytest.mark.slow
 def test_gemmini_benchmark_lines():
     out = run("benchmarks/gemmini.py", "--only", "matmul", "--shapes", "256x128x64")
     lines = [json.loads(x) for x in out.splitlines()]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import accpy as acc
 from accpy.ir.expr import Buffer, Call, Const, Load, Var, idx_op
@@ -106,6 +107,7 @@ def _tile_plan(target, M, N, K, NC=96):
     return p, args
 
 
+@pytest.mark.slow
 def test_the_last_partial_a_tile_is_copied_once_per_row_of_tiles(tmp_path):
     """K = 100: the last A tile of each row of tiles (36 of 64 bytes) is copied into its zeroed
     block once, before the loop over column blocks; the partial C tiles of the last rows are still

@@ -536,6 +536,7 @@ def test_garbage_arguments_never_crash(impl):
         rng.shuffle(garbage)
 
 
+@pytest.mark.slow
 def test_gil_is_released_while_a_kernel_runs(impl):
     """While one thread runs a long kernel, the main thread keeps running Python code."""
     f = impl.slowmm

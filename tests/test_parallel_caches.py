@@ -66,6 +66,7 @@ def _declared_inside_parallel_for(c_text: str, buffer: str) -> bool:
     return decl.start() > par
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache_a, par, private", [
     (("i", "kk"), "i", True),     # multicache triggered at the parallel index: filled per iteration
     (("ii", "kk"), "i", True),    # triggered inside the parallel loop
@@ -109,6 +110,7 @@ def test_tune_sample_packed_a_at_the_parallel_index(tmp_path):
         np.testing.assert_array_equal(c, a @ b)
 
 
+@pytest.mark.slow
 def test_heap_caches_are_allocated_once_per_thread(tmp_path):
     """A packed panel too big for the stack, private to each iteration of the parallel loop, is
     allocated once per thread (`omp parallel` { allocate; `omp for`; free }), not per iteration."""
@@ -142,6 +144,7 @@ def test_heap_caches_are_allocated_once_per_thread(tmp_path):
         np.testing.assert_array_equal(c, a @ b)
 
 
+@pytest.mark.slow
 def test_the_sgemm_sample_splits_odd_widths_evenly_between_threads(tmp_path):
     """513 columns on 2 threads: blocks of 257 (4 panels of 64 and a 1-column tail each), not
     blocks of 64 shared 5 to 4; the kernel with its tails computes the product exactly."""

@@ -142,6 +142,7 @@ def test_is_valid_loop_order_matches_the_split_rule(case, data):
     assert schedule.is_valid_loop_order([state.ns[n] for n in repaired])
 
 
+@pytest.mark.slow
 def test_case_replay_round_trip():
     """Steps print as Python and parse back to equal data; a case realizes identically twice."""
     for case in sg.random_cases(random.Random("roundtrip"), 30):
@@ -266,6 +267,7 @@ UNSWITCH_CUT_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec,code", UNSWITCH_CUT_CASES, ids=[s.kind + str(n) for n, (s, _) in
                                                                 enumerate(UNSWITCH_CUT_CASES)])
 def test_regression_unswitch_cut_requests_never_escape(tmp_path, spec, code):

@@ -210,6 +210,7 @@ def test_three_matmul(tmp_path):
     _check_honest_timing(out, "of which the two products")
 
 
+@pytest.mark.slow
 def test_samples_report_failures(tmp_path):
     """A sample whose result is wrong exits nonzero (here: a bad shape expectation is injected)."""
     env = dict(os.environ)

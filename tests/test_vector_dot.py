@@ -187,6 +187,7 @@ def test_vdpbf16ps_partial_pair_ignores_what_follows(tmp_path):
     assert np.all(c[0] == 6) and np.all(np.isnan(c[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("types, instruction, model", [
     ((S.uint8, S.int8, S.int32), "accpy_dpbusd", VNNI), ((S.bfloat16, S.bfloat16, S.float32), "accpy_dpbf16ps", BF16)])
 def test_the_dot_instructions_are_emitted_for_a_model_that_has_them(types, instruction, model):

@@ -375,6 +375,7 @@ def test_plan_repr_shows_its_annotations():
 # ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_vectorized_subtrees_sample(tmp_path):
     """The sample runs on any host (the subprocess sees the same HOST, ACCPY_HOST_MODEL included):
     every kernel equals numpy, and contains each instruction whose extensions HOST has."""

@@ -202,6 +202,7 @@ def test_a_cache_in_column_panels_is_never_vectorized_across_its_panels():
     assert_matches_reference(*plan_in_panels(32))  # on this machine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ta, tc", [(S.int8, S.int32), (S.uint8, S.int32), (S.bfloat16, S.float32),
                                     (S.float32, S.float32), (S.int16, S.int32)])
 @pytest.mark.parametrize("shape", [(8, 12, 16), (5, 7, 9)])
@@ -216,6 +217,7 @@ def test_a_vnni_cache_gives_the_same_results(ta, tc, shape):
     assert_matches_reference(plan, args)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ta, tc, width", [(S.int8, S.int32, None), (S.int8, S.int32, 4), (S.float32, S.float32, 4)])
 def test_a_vnni_multicache_of_panels_gives_the_same_results(ta, tc, width):
     """A multicache in VNNI order (filled at j for each (i, j1) panel), also in column panels."""

@@ -237,6 +237,7 @@ def test_register_blocked_tiles_with_packed_b_are_exact(target, grid, NC, shape,
     assert np.array_equal(got, c + a.astype(np.int32) @ b.astype(np.int32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", _targets())
 def test_register_blocked_bf16_tiles_are_close(target, tmp_path):
     M, N, K = 48, 80, 100

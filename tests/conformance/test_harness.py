@@ -42,6 +42,7 @@ def test_names_accpy_has_are_accpys_and_missing_ones_fail_when_used():
     assert r.stdout.strip() == "accpy has no equivalent of Accera's NoSuchAcceraName.SOME_MEMBER"
 
 
+@pytest.mark.slow
 def test_package_formats_translate_to_their_hat_part(tmp_path):
     r = _shim(f"""
         import numpy as np, accera as acc

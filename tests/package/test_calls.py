@@ -48,6 +48,7 @@ def test_python_function_calls_with_temp_and_views(tmp_path):
     np.testing.assert_allclose(y, want, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_nest_of_calls_over_tiles_with_erased_loops(tmp_path):
     package = Package()
     A = Array(role=Role.INPUT, shape=(8, 12))
@@ -233,6 +234,7 @@ def _tiled_matmul(package, erase=True):
     return (A, B, C), pack_fn, package.add(plan, args=(A, B, C), base_name="tiled")
 
 
+@pytest.mark.slow
 def test_nested_nests_matmul_with_index_arguments(tmp_path):
     package = Package()
     (A, B, C), pack_fn, full = _tiled_matmul(package)

@@ -45,6 +45,7 @@ def test_budget_picks_the_highest_bounded_level(budget, block):
     assert f"float B_cache[{block}]" in code
 
 
+@pytest.mark.slow
 def test_budget_below_every_bounded_level_caches_one_iteration():
     """A budget of 3 holds no key-slice's block (the innermost, over kkk, has 4 elements): level 0."""
     small, _ = _matmul(3)

@@ -33,6 +33,7 @@ def _values(model):
     return json.loads(p.stdout)
 
 
+@pytest.mark.slow
 def test_posing_as_haswell_keeps_only_avx2_and_the_machine_itself():
     real, posed = _values(None), _values("Haswell")
     assert posed["posed"] == "Intel Core i7-4770" and real["posed"] is None
@@ -46,11 +47,13 @@ def test_posing_as_haswell_keeps_only_avx2_and_the_machine_itself():
     assert posed["threads"] == real["threads"] and posed["caches"] == real["caches"]
 
 
+@pytest.mark.slow
 def test_posing_as_a_larger_model_adds_nothing():
     real, posed = _values(None), _values("Intel Xeon Platinum 8480+")
     assert posed["ext"] == real["ext"] and posed["vb"] == real["vb"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["", "  "])
 def test_empty_means_not_posing(value):
     assert _values(value)["posed"] is None
