@@ -22,7 +22,6 @@ import subprocess
 import sys
 import textwrap
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +30,7 @@ from accpy.ir.types import ScalarType
 from accpy.paths import native_dir
 from accpy.targets.features import BUILTIN_NAMES
 from accpy.targets.x86 import LIBRARY
+from support.cpu import cpu_flags
 
 ROWS = 96  # random vectors per operation (mask counts cycle through 0..lanes)
 
@@ -46,17 +46,7 @@ C_TYPES = {ScalarType.float32: "float", ScalarType.float64: "double", ScalarType
            ScalarType.int64: "int64_t"}
 
 
-def _cpu_flags() -> set:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-FLAGS = _cpu_flags()
+FLAGS = cpu_flags()
 
 
 def isa_id(key) -> str:

@@ -63,20 +63,10 @@ class _Ops:
             return f"{self.p}_{name}_si{self.w}({', '.join(args)})"
         return f"{self.p}_{name}_epi32({', '.join(args)})"
 
-    def round_nearest(self, a) -> str:
-        if self.w == 512:
-            return f"_mm512_roundscale_ps({a}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"
-        return f"_mm256_round_ps({a}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"
-
-    def floor(self, a) -> str:
-        if self.w == 512:
-            return f"_mm512_roundscale_ps({a}, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)"
-        return f"_mm256_floor_ps({a})"
-
-    def ceil(self, a) -> str:
-        if self.w == 512:
-            return f"_mm512_roundscale_ps({a}, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)"
-        return f"_mm256_ceil_ps({a})"
+    def round(self, a, mode: str) -> str:
+        """Lanes rounded to integral values; mode "NEAREST_INT" (half to even), "NEG_INF" or "POS_INF"."""
+        how = f"_MM_FROUND_TO_{mode} | _MM_FROUND_NO_EXC"
+        return f"_mm512_roundscale_ps({a}, {how})" if self.w == 512 else f"_mm256_round_ps({a}, {how})"
 
     def pow2(self, n) -> str:
         """2^n for integral float lanes n in [-126, 127]."""
@@ -111,7 +101,7 @@ def _exp(o: _Ops, degree: int) -> str:
     vt = o.vt
     return (f"({{ {vt} x_ = ({{a}}); "
             f"{vt} xc_ = {o.op('min', o.op('max', 'x_', o.c(-104.0)), o.c(89.0))}; "
-            f"{vt} n_ = {o.round_nearest(o.op('mul', 'xc_', o.c(_LOG2E)))}; "
+            f"{vt} n_ = {o.round(o.op('mul', 'xc_', o.c(_LOG2E)), 'NEAREST_INT')}; "
             f"{vt} r_ = {o.fma('n_', o.c(-_LN2_HI), 'xc_')}; "
             f"r_ = {o.fma('n_', o.c(-_LN2_LO), 'r_')}; "
             f"{vt} p_ = {_horner(o, 'r_', coefs)}; "
@@ -158,7 +148,7 @@ def _tanh(o: _Ops) -> str:
     return (f"({{ {vt} x_ = ({{a}}); "
             f"{vt} t_ = {o.op('andnot', sign, 'x_')}; "
             f"{vt} y_ = {o.op('min', o.op('add', 't_', 't_'), o.c(20.0))}; "
-            f"{vt} n_ = {o.round_nearest(o.op('mul', 'y_', o.c(_LOG2E)))}; "
+            f"{vt} n_ = {o.round(o.op('mul', 'y_', o.c(_LOG2E)), 'NEAREST_INT')}; "
             f"{vt} r_ = {o.fma('n_', o.c(-_LN2_HI), 'y_')}; "
             f"r_ = {o.fma('n_', o.c(-_LN2_LO), 'r_')}; "
             f"{vt} q_ = {o.op('mul', 'r_', _horner(o, 'r_', coefs))}; "
@@ -179,7 +169,7 @@ def math_templates(width: int) -> dict:
         return t.replace("{", "{{").replace("}", "}}").replace("{{a}}", "{a}")
 
     out = {"exp": escape(exp), "fast_exp": escape(fast), "fast_exp_mlas": escape(fast), "log": escape(_log(o)),
-           "tanh": escape(_tanh(o)), "floor": o.floor("{a}"), "ceil": o.ceil("{a}")}
+           "tanh": escape(_tanh(o)), "floor": o.round("{a}", "NEG_INF"), "ceil": o.round("{a}", "POS_INF")}
     return out
 
 

@@ -72,13 +72,9 @@ def _git(*args) -> str:
 
 
 def _cpu() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from accpy.targets.host import host_cpu_name
+
+    return host_cpu_name()
 
 
 def run_metadata(wheel: Path, args, seconds: float, whole: bool) -> dict:

@@ -10,7 +10,6 @@ vector_bytes=32 or 16 gets the 32- or 16-byte forms (emitted and compiled; run w
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,22 +17,13 @@ import pytest
 import accpy as acc
 from accpy.nest.reference import evaluate
 from accpy.targets.library import vector_shape
+from support.cpu import cpu_flags
 
 ST = acc.ScalarType
 F32, F64, I32 = ST.float32, ST.float64, ST.int32
 
 
-def _cpu_flags() -> set:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-FLAGS = _cpu_flags()
+FLAGS = cpu_flags()
 needs_sse41 = pytest.mark.skipif("sse4_1" not in FLAGS, reason="executes SSE4.1 code: this CPU lacks sse4_1")
 needs_avx2 = pytest.mark.skipif(not {"avx2", "fma"} <= FLAGS, reason="executes AVX2 code: this CPU lacks avx2/fma")
 
