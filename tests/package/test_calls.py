@@ -17,6 +17,24 @@ def _copy_fn(package, src, dst, base):
 
     return package.add(nest, args=(src, dst), base_name=base)
 
+def _nest_of_tile_calls():
+    """A package holding `twice_tile` (a 4 x 4 tile doubled) and an 8 x 12 nest whose logic calls it
+    on the tile of A and of B at each point (i, j)."""
+    package = Package()
+    A = Array(role=Role.INPUT, shape=(8, 12))
+    B = Array(role=Role.INPUT_OUTPUT, shape=(8, 12))
+    src = Array(role=Role.INPUT, shape=(4, 4))
+    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
+    double = _copy_fn(package, src, dst, "twice_tile")
+    nest = Nest((8, 12))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        double(A.sub_array(offsets=(i, j), shape=(4, 4)), B.sub_array(offsets=(i, j), shape=(4, 4)))
+
+    return package, nest, (A, B), (i, j)
+
 
 def test_python_function_calls_with_temp_and_views(tmp_path):
     package = Package()
@@ -50,18 +68,7 @@ def test_python_function_calls_with_temp_and_views(tmp_path):
 
 @pytest.mark.slow
 def test_nest_of_calls_over_tiles_with_erased_loops(tmp_path):
-    package = Package()
-    A = Array(role=Role.INPUT, shape=(8, 12))
-    B = Array(role=Role.INPUT_OUTPUT, shape=(8, 12))
-    src = Array(role=Role.INPUT, shape=(4, 4))
-    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
-    double = _copy_fn(package, src, dst, "twice_tile")
-    nest = Nest((8, 12))
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        double(A.sub_array(offsets=(i, j), shape=(4, 4)), B.sub_array(offsets=(i, j), shape=(4, 4)))
+    package, nest, (A, B), (i, j) = _nest_of_tile_calls()
 
     sched = nest.create_schedule()
     ii, jj = sched.tile({i: 4, j: 4})
@@ -79,18 +86,7 @@ def test_nest_of_calls_over_tiles_with_erased_loops(tmp_path):
 
 
 def test_window_leaving_its_array_is_refused():
-    package = Package()
-    A = Array(role=Role.INPUT, shape=(8, 12))
-    B = Array(role=Role.INPUT_OUTPUT, shape=(8, 12))
-    src = Array(role=Role.INPUT, shape=(4, 4))
-    dst = Array(role=Role.INPUT_OUTPUT, shape=(4, 4))
-    double = _copy_fn(package, src, dst, "twice_tile")
-    nest = Nest((8, 12))
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        double(A.sub_array(offsets=(i, j), shape=(4, 4)), B.sub_array(offsets=(i, j), shape=(4, 4)))
+    package, nest, (A, B), (i, j) = _nest_of_tile_calls()
 
     # without erasing the inner loops, the window at (i, j) = (7, 11) leaves A
     with pytest.raises(acc.LogicError, match="window of A given may leave it along dimension 0"):
