@@ -27,12 +27,26 @@ class _Mem:
         return _Mem(np.zeros(size, dtype=dtype), shape, strides, name)
 
     def _offset(self, idx):
+        if isinstance(idx, _Loose):
+            return self._loose_offset(idx)
         off = 0
         for k, (i, n, st) in enumerate(zip(idx, self.shape, self.strides)):
             if not 0 <= i < n:
                 raise OutOfBounds(f"{self.name}{[int(x) for x in idx]} is out of bounds (shape {list(self.shape)})")
             off += i * st
         return off
+
+    def _loose_offset(self, idx):
+        """The linear offset of a subscript that names a counter no longer bound (see `_Loose`):
+        the same for both values of the counter, and inside the buffer (a per-subscript check
+        would be wrong: the subscripts only make sense summed, as the C code sums them)."""
+        offs = [sum(int(i) * st for i, st in zip(ix, self.strides)) for ix in (idx.at0, idx.at1)]
+        if offs[0] != offs[1]:
+            raise AssertionError(f"the address of {self.name}{list(idx.at0)} moves with {idx.names}, counters "
+                                 f"of loops that are no longer in the lowered code")
+        if not 0 <= offs[0] < self.flat.size:
+            raise OutOfBounds(f"{self.name} at element offset {offs[0]} is out of bounds (size {self.flat.size})")
+        return offs[0]
 
     def ld(self, idx):
         return self.flat[self._offset(idx)]
@@ -60,6 +74,18 @@ class _Mem:
             self.flat[self._lane(base, l, stride)] = values[l]
 
 
+class _Loose:
+    """A subscript naming counters of loops that lowering removed (a vectorized loop of one
+    iteration, whose counter survives in subscripts where it cancels: Y[j - k, k - i] of a Y
+    of shape (8, 1) is element j - i for every k). Evaluated with the counters at 0 and at 1:
+    the C code sums subscripts times strides, so only the sum has to be the same."""
+
+    __slots__ = ("at0", "at1", "names")
+
+    def __init__(self, at0, at1, names):
+        self.at0, self.at1, self.names = at0, at1, names
+
+
 def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
     """Like `lowered_to_python`, for lowered functions with caches and vector statements.
 
@@ -69,10 +95,20 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
     written, so within a tolerance of the native code).
     """
     from accpy.ir import vector as V
-    from accpy.ir.expr import BinOp, Buffer, Call, Cast, Load, UnOp, Var
+    from accpy.ir.expr import BinOp, Buffer, Call, Cast, Const, Load, UnOp, Var
     from accpy.ir.stmt import Alloc, Block, Comment, Evaluate, For, If, Store
     from accpy.ir.types import ScalarType
+    from accpy.ir.visitor import free_vars, substitute
     from accpy.nest import reference as R
+
+    bound = set()
+    for a in fn.args:
+        if isinstance(a, Buffer):
+            for x in tuple(a.shape) + tuple(a.strides):
+                bound |= free_vars(x) if not isinstance(x, int) else set()
+        else:
+            bound.add(a)
+    loose = free_vars(fn.body) - bound  # counters of loops lowering removed (see _Loose)
 
     class Gen(R._PyGen):
         def __init__(self):
@@ -93,6 +129,10 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
             return f"[(lambda {params}: {body})(*_z) for _z in zip({vecs})]"
 
         def sub(self, idx):
+            named = set().union(*(free_vars(i) for i in idx)) & loose if loose and idx else set()
+            if named:
+                at = [self.sub(tuple(substitute(i, {v: Const(c) for v in named}) for i in idx)) for c in (0, 1)]
+                return f"_Loose({at[0]}, {at[1]}, {sorted(v.name for v in named)!r})"
             return "(" + "".join(self.index(i) + ", " for i in idx) + ")"
 
         def expr(self, e):
@@ -193,6 +233,7 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
     src = "\n".join(head + lines + ["    return None"])
     ns = dict(R._HELPERS)
     ns["_Mem"] = _Mem
+    ns["_Loose"] = _Loose
     spent = [0]
 
     def _range(lo, hi):
