@@ -15,7 +15,8 @@ from accpy.tune import Exhaustive, GemminiCycles, Halving, WallTime
 from accpy.tune.results import ResultsFile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "samples"))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "samples"))
 
 def _matmul(M=64, N=64, K=64):
     A = acc.Array(role=acc.Role.INPUT, shape=(M, K), name="A")
@@ -330,7 +331,7 @@ def test_tune_matmul_sample_quick(tmp_path):
     import re
     import subprocess
 
-    repo = os.path.dirname(HERE)
+    repo = REPO
     env = dict(os.environ, ACCPY_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=repo)
     p = subprocess.run([sys.executable, os.path.join(repo, "samples", "tune_matmul.py"), "--quick", "--table",
                         "--results", str(tmp_path / "r.jsonl")], cwd=repo, env=env, capture_output=True, text=True,
