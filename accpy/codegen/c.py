@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.affine import element_offset, to_affine
-from ..ir.names import argument_name_problem, c_comment, c_string
+from ..ir.names import argument_name_problem, ascii_identifier, c_comment, c_string
 from ..ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Select, UnOp, Var, as_int, idx_op
 from ..ir.stmt import Alloc, Block, Comment, Evaluate, For, Function, If, Prefetch, Store
 from ..ir.types import ScalarType
@@ -121,9 +121,7 @@ class Names:
         key = id(obj) if isinstance(obj, Buffer) else obj
         if key in self.by_obj:
             return self.by_obj[key]
-        name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base) or "v"
-        if name[0].isdigit():
-            name = "_" + name
+        name = ascii_identifier(base)  # (ASCII only: str.isalnum accepts 'ï', which no suffix makes a C name)
         if argument_name_problem(name):
             name = "u_" + name  # (a prefix: a reserved prefix such as accpy_ stays reserved with any suffix)
         cand, n = name, 1

@@ -8,6 +8,7 @@ through `c_string` only, so no name can end the literal (or become a printf form
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Optional
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -46,6 +47,26 @@ RESERVED_PREFIXES = ("accpy_", "ACCPY_", "__")
 def is_c_identifier(name) -> bool:
     """`name` is a str spelling a C identifier: `[A-Za-z_][A-Za-z0-9_]*`."""
     return isinstance(name, str) and _IDENTIFIER.match(name) is not None
+
+
+def ascii_identifier(name) -> str:
+    """A C identifier spelling `name` as closely as ASCII allows; the same `name` always gives the same result.
+
+    Accented letters lose their accents (`ï` -> `i`, `Bébé` -> `Bebe`); other characters that
+    are not ASCII become `u` and their code point in hex (`你` -> `u4f60`), other ASCII characters `_`;
+    a leading digit gets a `_` before it; an empty result is `v`. Two names may give the same
+    spelling (`ï` and `i`): callers that need distinct names add suffixes.
+    """
+    out = []
+    for ch in unicodedata.normalize("NFKD", str(name)):
+        if ch.isascii() and (ch.isalnum() or ch == "_"):
+            out.append(ch)
+        elif ch.isascii():
+            out.append("_")
+        elif not unicodedata.combining(ch):
+            out.append(f"u{ord(ch):04x}")
+    text = "".join(out) or "v"
+    return "_" + text if text[0].isdigit() else text
 
 
 def reserved_reason(name: str) -> Optional[str]:

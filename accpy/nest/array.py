@@ -15,7 +15,7 @@ from ..ir.types import ScalarType
 from .handles import LogicValue
 from .logic import Access, Value, lift, record_assignment, scalar_type  # noqa: F401  (scalar_type: re-exported)
 from .layouts import AllocateFlags, Shape, _Layout  # noqa: F401  (re-exported)
-from .naming import assigned_names, inferred_or_generated
+from .naming import assigned_names, c_name_of_variable, generated_name, inferred_or_generated
 
 
 class Role(enum.Enum):
@@ -188,7 +188,7 @@ def create_dimensions(role=None):
     if not names:
         raise RuntimeError("create_dimensions(): assign the result directly to variables, "
                            "e.g. `M, N = acc.create_dimensions()`")
-    dims = [Dimension(name=n, role=role) for n in names]
+    dims = [Dimension(name=c_name_of_variable(n) or generated_name("dim"), role=role) for n in names]  # `Mé` -> Me
     return dims[0] if len(dims) == 1 else tuple(dims)
 
 

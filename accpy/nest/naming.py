@@ -25,14 +25,31 @@ def generated_name(prefix: str) -> str:
 
 
 def inferred_or_generated(prefix: str) -> str:
-    """The variable the current call's result is assigned to, else a generated name (also when
-    that variable's name cannot name C: a non-ASCII identifier, a C keyword)."""
-    from ..ir.names import is_c_identifier, reserved_reason
-
+    """The variable the current call's result is assigned to, spelled as a C name (`c_name_of_variable`),
+    else a generated name `prefix<n>`."""
     names = assigned_names()
-    if len(names) == 1 and is_c_identifier(names[0]) and reserved_reason(names[0]) is None:
-        return names[0]
-    return generated_name(prefix)
+    name = c_name_of_variable(names[0]) if len(names) == 1 else None
+    return name or generated_name(prefix)
+
+
+def c_name_of_variable(variable: str):
+    """A C identifier for an object named after the Python variable `variable`, or None.
+
+    Deterministic and readable: non-ASCII letters are spelled in ASCII (`Bébé` -> `Bebe`,
+    `你` -> `u4f60`, see `accpy.ir.names.ascii_identifier`); a name C or accpy reserves loses its
+    leading underscores (`__x` -> `x`) or gains a trailing one (`int` -> `int_`, `exp` -> `exp_`).
+    None when neither gives a usable name (the caller generates one). Such names are hints, not the
+    user's choice: `argument_names` adds suffixes where two of them meet.
+    """
+    from ..ir.names import argument_name_problem, ascii_identifier
+
+    if not isinstance(variable, str) or not variable:
+        return None
+    base = ascii_identifier(variable)
+    for cand in (base, base.lstrip("_"), base + "_"):
+        if cand and not cand[0].isdigit() and argument_name_problem(cand) is None:
+            return cand
+    return None
 
 
 def argument_names(args) -> list:

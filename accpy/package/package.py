@@ -171,11 +171,21 @@ _ATTRIBUTE_NAMES = {n: "attribute (lib." + n + ")" for n in (
     "Kernel", *(m for lib in libraries() for m in lib.runtime_methods()))}
 
 
+#: The longest package name `Package.build` accepts. The name is spelled into file names
+#: (`lib<name>.so`, `<name>.cpython-311-x86_64-linux-gnu.so` and their temporaries, `.<name>...tmp`),
+#: and file systems limit a file name to 255 bytes: a longer package name is refused with a
+#: ValueError rather than shortened (the files would no longer say which package they hold).
+MAX_PACKAGE_NAME_LENGTH = 128
+
+
 def check_package_name(name) -> str:
     """`name` if it can name a package (its files, C symbols and Python module), else ValueError."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a package name (a C identifier), got {name!r}")
     check_name(name, "name")
+    if len(name) > MAX_PACKAGE_NAME_LENGTH:
+        raise ValueError(f"name: a package name is at most {MAX_PACKAGE_NAME_LENGTH} characters (it names the "
+                         f"package's files), got {len(name)}: {name[:20]!r}...")
     why = reserved_reason(name)
     if why:
         raise ValueError(f"name: {name!r} cannot name a package ({why})")

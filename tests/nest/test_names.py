@@ -233,3 +233,105 @@ def test_the_alias_of_a_parameter_grid_lists_the_variants(tmp_path):
     header = (tmp_path / "grid.h").read_text()
     assert "static inline void vadd(" not in header and "vadd: 3 variants" in header
     assert "static inline void single(" in header
+
+
+# -- names that are Python identifiers but not C ones ---------------------------------------------------
+
+_UNICODE_SCRIPT = r'''
+import sys, faulthandler, tempfile
+faulthandler.dump_traceback_later(100, exit=True)  # (a hang prints where it is, then exits non-zero)
+import numpy as np
+import accpy as acc
+
+Bébé = acc.Array(role=acc.Role.INPUT, shape=(6, 5))
+你好 = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(6, 5))
+nest = acc.Nest(shape=(6, 5))
+ï, ĵ = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    你好[ï, ĵ] += Bébé[ï, ĵ] * 2.0
+
+s = nest.create_schedule()
+ïï = s.split(ï, 4)
+pkg = acc.Package()
+pkg.add(s, args=(Bébé, 你好), base_name="f")
+out = tempfile.mkdtemp()
+lib = pkg.build("uni", output_dir=out, python_module=False)
+a = np.arange(30, dtype=np.float32).reshape(6, 5)
+b = np.ones((6, 5), np.float32)
+lib.f(a, b)
+assert (b == 1 + 2 * a).all(), b
+print(open(out + "/uni.h").read())
+'''
+
+
+def test_unicode_names_of_indices_and_arrays_build_and_do_not_hang(tmp_path):
+    """Regression: an index named `ï` made the C namer loop for ever (str.isalnum accepts 'ï', and no
+    suffix made the name ASCII). Run in a child with a time limit, so a hang fails instead of hanging."""
+    import os
+    import sys
+
+    script = tmp_path / "uni.py"
+    script.write_text(_UNICODE_SCRIPT, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(Path(acc.__file__).parent.parent), PYTHONIOENCODING="utf-8")
+    try:
+        p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                           encoding="utf-8")
+    except subprocess.TimeoutExpired as e:  # pragma: no cover - the regression itself
+        pytest.fail(f"building a kernel with unicode names hung: {e.stderr}")
+    assert p.returncode == 0, p.stderr
+    # arrays named after unicode variables keep readable, deterministic C names
+    assert "(const float* Bebe, float* u4f60u597d)" in p.stdout
+
+
+@pytest.mark.parametrize("variable, c_name", [
+    ("Bébé", "Bebe"), ("ï", "i"), ("你", "u4f60"), ("int", "int_"), ("exp", "exp_"), ("main", "main_"),
+    ("restrict", "restrict_"), ("args", "args_"), ("__x", "x"), ("_X", "X"), ("_x", "_x"), ("x" * 300, "x" * 300),
+    ("accpy_x", None), ("ACCPY_", None),
+])
+def test_names_inferred_from_variables_are_spelled_as_c_names(variable, c_name):
+    from accpy.nest.naming import c_name_of_variable
+
+    assert c_name_of_variable(variable) == c_name
+
+
+def test_an_array_inferred_from_a_c_keyword_variable_is_an_argument_with_a_suffix(tmp_path):
+    int = acc.Array(role=acc.Role.INPUT, shape=(4,))  # noqa: A001  (the point: a C keyword as a variable)
+    exp = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
+    nest = acc.Nest(shape=(4,))
+    i = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        exp[i] += int[i]
+
+    assert (int.name, exp.name) == ("int_", "exp_")
+    pkg = acc.Package()
+    pkg.add(nest, args=(int, exp), base_name="f")
+    lib = pkg.build("kw", output_dir=tmp_path, python_module=False)
+    y = np.ones(4, np.float32)
+    lib.f(np.arange(4, dtype=np.float32), y)
+    assert (y == np.arange(4) + 1).all()
+    assert "(const float* int_, float* exp_)" in (tmp_path / "kw.h").read_text()
+
+
+def test_dimensions_inferred_from_unicode_variables(tmp_path):
+    Mé, N = acc.create_dimensions()
+    assert (Mé.name, N.name) == ("Me", "N")
+
+
+def test_package_names_over_the_documented_length_are_refused(tmp_path):
+    from accpy.package.package import MAX_PACKAGE_NAME_LENGTH
+
+    nest, args = _small()
+    pkg = acc.Package()
+    pkg.add(nest, args=args, base_name="f")
+    with pytest.raises(ValueError, match=rf"^name: a package name is at most {MAX_PACKAGE_NAME_LENGTH} characters "
+                                         r"\(it names the package's files\), got 5000: 'xxxx"):
+        pkg.build("x" * 5000, output_dir=tmp_path, python_module=False)
+    assert list(tmp_path.iterdir()) == []
+    lib = pkg.build("y" * MAX_PACKAGE_NAME_LENGTH, output_dir=tmp_path, python_module=False)
+    y = np.zeros(4, np.float32)
+    lib.f(np.ones(4, np.float32), y)
+    assert (y == 1).all()
