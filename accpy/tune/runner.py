@@ -2,14 +2,20 @@
 
 Measurements run here, in a child process of the worker, so that a variant that hangs can be
 stopped (the process is killed at the timeout) and one that crashes cannot take the worker
-down. Requests and replies are pickled frames on stdin/stdout (`Runner` is the worker's end);
-`python -m accpy.tune.runner` is this process's entry point.
+down. Builds on an executor's workers run the same way, in a building process of their own
+(request "build"). Each such process leads its own process group, so a kill stops what it
+started too (the C compiler). Requests and replies are pickled frames on stdin/stdout
+(`Runner` is the worker's end); `python -m accpy.tune._process` is this process's entry point
+(a module of its own: running this module with -m would find it already imported by the package).
 """
 from __future__ import annotations
 
 import os
 import pickle
+import math
+import numbers
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -27,6 +33,24 @@ class RunnerTimeout(RuntimeError):
 
 class RunnerCrashed(RuntimeError):
     """The measuring process died (e.g. the kernel crashed); the message holds its last words."""
+
+
+def exit_text(returncode: int) -> str:
+    """How a process ended, from its return code (negative: the signal): 'signal SIGSEGV', 'exit code 3'."""
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by `pid` (a process started in its own session, and its children)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # -- frames ----------------------------------------------------------------------------------------
@@ -69,7 +93,8 @@ def _read_frame(fd: int, deadline: Optional[float] = None):
 class Runner:
     """A measuring process owned by one worker; started on first use, restarted after a kill."""
 
-    def __init__(self):
+    def __init__(self, what: str = "measuring process"):
+        self.what = what  # how messages name the process
         self._proc: Optional[subprocess.Popen] = None
         self._stderr = None
         self._owner = os.getpid()  # a forked child inherits this object, not the right to use it
@@ -86,20 +111,23 @@ class Runner:
         paths = [str(Path(__file__).resolve().parents[2])] + [p for p in sys.path if p and os.path.isdir(p)]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-m", "accpy.tune.runner"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        # its own session: stopping it kills its process group, the C compiler's processes included
+        self._proc = subprocess.Popen([sys.executable, "-m", "accpy.tune._process"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._stderr, env=env, start_new_session=True)
         # wait for its imports before any time limit starts: a limit is the variant's, not Python's
         try:
             ready = _read_frame(self._proc.stdout.fileno(), time.monotonic() + 300)
         except RunnerTimeout:
             ready = None
         if ready != {"ready": True}:
-            self._proc.kill()
-            raise RunnerCrashed("the measuring process did not start: " + self._last_words())
+            kill_group(self._proc.pid)
+            raise RunnerCrashed(f"the {self.what} did not start: " + self._last_words())
         return self._proc
 
     def request(self, message: dict, timeout: Optional[float]) -> dict:
-        """Send one request and wait for its reply (RunnerTimeout / RunnerCrashed otherwise)."""
+        """Send one request and wait for its reply (RunnerTimeout / RunnerCrashed otherwise).
+
+        timeout: seconds, or None for no limit."""
         proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -107,7 +135,7 @@ class Runner:
             reply = _read_frame(proc.stdout.fileno(), deadline)
         except RunnerTimeout:
             self.stop()
-            raise RunnerTimeout(f"no result within {timeout:g} s (the measuring process was stopped)") from None
+            raise RunnerTimeout(f"no result within {timeout:g} s (the {self.what} was stopped)") from None
         except BrokenPipeError:
             reply = None
         if reply is None:
@@ -117,6 +145,8 @@ class Runner:
     def _last_words(self) -> str:
         proc = self._proc
         code = proc.wait() if proc is not None else None
+        if proc is not None:
+            kill_group(proc.pid)  # what it started (a compiler) dies with it
         if proc is not None and proc.stdout is not None:
             proc.stdout.close()
             proc.stdin.close()
@@ -125,12 +155,13 @@ class Runner:
             self._stderr.seek(0)
             text = self._stderr.read().decode(errors="replace").strip()[-800:]
         self._proc = None
-        what = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return f"the measuring process died ({what})" + (f": {text}" if text else "")
+        how = exit_text(code) if code is not None else "not started"
+        return f"the {self.what} died ({how})" + (f": {text}" if text else "")
 
     def stop(self) -> None:
         """Kill the measuring process, if this process started one."""
         if self._proc is not None and self.owned:
+            kill_group(self._proc.pid)
             self._proc.kill()
             self._proc.wait()
             for f in (self._proc.stdin, self._proc.stdout):
@@ -171,6 +202,7 @@ class _State:
         self.packages: dict = {}
         self.inputs: dict = {}
         self.expected: dict = {}
+        self.problem: tuple = (None, None)  # (digest of the pickled tuning problem, the problem)
 
     def package(self, artifact: dict):
         pkg = self.packages.get(artifact["key"])
@@ -205,16 +237,41 @@ def _copy(values: list) -> list:
     return out
 
 
+def _build(msg: dict, st: _State) -> dict:
+    """Build one variant of a pickled tuning problem (unpickled once for the variants that follow)."""
+    import hashlib
+
+    from .tasks import build_problem_variant
+
+    digest = hashlib.sha256(msg["problem"]).hexdigest()
+    if st.problem[0] != digest:
+        st.problem = (digest, pickle.loads(msg["problem"]))
+    return build_problem_variant(st.problem[1], msg["index"], msg["key"], msg["want_reference"])
+
+
+def invalid_sample(s) -> str:
+    """'' for a sample an objective may return (a finite real number >= 0), else what is wrong with it."""
+    if isinstance(s, bool) or not isinstance(s, numbers.Real):
+        return f"{s!r} (not a number)"
+    if not math.isfinite(s) or s < 0:
+        return repr(float(s))
+    return ""
+
+
 def _handle(msg: dict, st: _State) -> dict:
     from .data import compare_outputs
 
+    if msg["op"] == "build":
+        return _build(msg, st)
     variant = msg["variant"]
     specs = variant["args"]
     inputs = st.inputs_for(specs, msg["seed"], msg["data"])
     if msg["op"] == "reference":
         # the expected outputs, computed once per reference and data set (the oracle is slow)
         ref = msg["reference"]
-        rkey = (ref["key"] if isinstance(ref, dict) else pickle.dumps(ref), msg["seed"], pickle.dumps(msg["data"]))
+        # (a callable reference serves variants of different argument shapes: the shapes are part of the key)
+        rkey = (ref["key"] if isinstance(ref, dict) else pickle.dumps(ref), tuple(map(repr, specs)), msg["seed"],
+                pickle.dumps(msg["data"]))
         if rkey not in st.expected:
             vals = _copy(inputs)
             if isinstance(ref, dict):
@@ -241,7 +298,14 @@ def _handle(msg: dict, st: _State) -> dict:
     for _ in range(msg["warmup"]):
         call()
     calls = msg["calls"] or objective.calls_per_sample(call, msg["min_time"])
-    reply["samples"] = [objective.sample(call, pkg, calls) for _ in range(msg["samples"])]
+    samples = []
+    for _ in range(msg["samples"]):
+        s = objective.sample(call, pkg, calls)
+        bad = invalid_sample(s)
+        if bad:  # kept as the objective gave it (as text when it is not a number)
+            return {"invalid": bad, "value": float(s) if isinstance(s, numbers.Real) else repr(s)}
+        samples.append(float(s))
+    reply["samples"] = samples
     reply["calls"] = calls
     reply["details"] = objective.details(pkg)
     return reply
@@ -268,7 +332,3 @@ def main() -> int:
         except Exception as e:  # reported to the worker, recorded with the variant
             reply = {"error": f"{type(e).__name__}: {e}"}
         _write_frame(out_fd, reply)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,35 +24,73 @@ from typing import Any, Callable, Optional, Union
 
 from .objective import Objective, objective_of
 from .progress import Progress
-from .results import FAILED, ResultsFile, TuneResult, VariantResult, json_value, parameter_name, variant_key
+from .isolate import build_in_children
+from .options import check_options
+from .results import FAILED, STORED, ResultsFile, TuneResult, VariantResult, json_value, parameter_name, variant_key
 from .search import Exhaustive, Halving, strategy_of
-from .tasks import build_problem_variant, build_variant, forget, inherit, is_plan_function, measure_variant
+from .tasks import build_variant, is_plan_function, measure_variant
 
 
 def _is_dask_client(x) -> bool:
     return type(x).__module__.split(".")[0] == "distributed" and hasattr(x, "get_executor")
 
 
+class _InProcess(cf.Executor):
+    """The default executor's measurements: run at once in this process (its measuring process does
+    the work; measurements on one machine never overlap anyway). Its builds go to `build_in_children`."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        f: cf.Future = cf.Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except Exception as e:
+            f.set_exception(e)
+        return f
+
+
 @contextlib.contextmanager
 def _executor_of(executor):
     if executor is None:
-        # forked workers inherit the tuning problem (plans hold the user's logic functions,
-        # which plain pickle cannot send)
-        import multiprocessing
-
-        ex = cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=multiprocessing.get_context("fork"))
-        try:
-            yield ex
-        finally:
-            ex.shutdown(wait=True, cancel_futures=True)
+        yield _InProcess()
     elif _is_dask_client(executor):
-        # pure=False: two measurements of one variant are two tasks, not one cached result
-        yield executor.get_executor(pure=False)
+        # pure=False: two measurements of one variant are two tasks, not one cached result;
+        # retries=0: a failed task is recorded, not run again (tasks never kill their worker:
+        # builds and measurements run in child processes of the worker)
+        yield executor.get_executor(pure=False, retries=0)
     elif isinstance(executor, cf.Executor):
         yield executor
     else:
         raise TypeError(f"executor: expected a concurrent.futures.Executor or a dask.distributed.Client, "
                         f"got {type(executor).__name__}")
+
+
+def _submit(ex, fn, *args) -> cf.Future:
+    """ex.submit(fn, *args); a submit that raises (a broken pool) gives a future holding the error."""
+    try:
+        return ex.submit(fn, *args)
+    except Exception as e:
+        f: cf.Future = cf.Future()
+        f.set_exception(e)
+        return f
+
+
+def _outcome(f: cf.Future, stage: str) -> dict:
+    """A task's record; a task that raised (its worker lost, a broken pool) is recorded as crashed."""
+    try:
+        return f.result()
+    except Exception as e:
+        return {"status": "crashed", "stage": stage, "host": "",
+                "error": f"the task failed: {type(e).__name__}: {e}".strip()}
+
+
+def _release(executor) -> None:
+    """Stop the idle measuring and building processes this run started (here and on Dask workers)."""
+    from .tasks import release
+
+    release()
+    if _is_dask_client(executor):
+        with contextlib.suppress(Exception):
+            executor.run(release)
 
 
 def _grid_of(grid) -> list:
@@ -112,8 +150,9 @@ def _installed(mod) -> bool:
     return any(os.path.abspath(f).startswith(os.path.abspath(r) + os.sep) for r in roots)
 
 
-def _dumps(obj, dask: bool) -> bytes:
-    """Pickle the tuning problem; cloudpickle (when present) also takes closures and lambdas."""
+def _dumps(obj) -> bytes:
+    """Pickle the tuning problem for an executor's building processes (fresh interpreters that may not
+    import the user's script); cloudpickle (when present) also takes closures and lambdas."""
     try:
         import cloudpickle
     except ImportError:
@@ -125,8 +164,8 @@ def _dumps(obj, dask: bool) -> bytes:
         while isinstance(src, functools.partial):
             src = src.func
         mod = inspect.getmodule(src) if callable(src) else None
-        by_value = dask and mod is not None and mod.__name__ != "__main__" and not _installed(mod)
-        if by_value:  # Dask workers may not be able to import the user's script
+        by_value = mod is not None and mod.__name__ != "__main__" and not _installed(mod)
+        if by_value:  # workers may not be able to import the user's script
             cloudpickle.register_pickle_by_value(mod)
         try:
             return cloudpickle.dumps(obj)
@@ -142,8 +181,8 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
          objective: Union[Objective, str, None] = None, search: Union[str, Exhaustive, Halving] = "auto",
          executor=None, results_file: Union[str, os.PathLike, None] = None, label: Optional[str] = None,
          repeats: int = 5, warmup: int = 1, min_time: float = 0.05, timeout: float = 60.0,
-         check: bool = True, reference: Optional[Callable] = None, tolerance: float = 1e-4,
-         data: Optional[Callable] = None, seed: int = 0, retry_failed: bool = False,
+         build_timeout: float = 600.0, check: bool = True, reference: Optional[Callable] = None,
+         tolerance: float = 1e-4, data: Optional[Callable] = None, seed: int = 0, retry_failed: bool = False,
          baseline: Optional[dict] = None, progress: bool = True) -> TuneResult:
     """Measure the variants of a parameter grid and return them with the best one.
 
@@ -153,16 +192,25 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         choices) returning `(plan, args)` (or a plan, with `args`).
     objective: what to minimize: wall time per call (default), `"gemmini_cycles"` (the
         Gemmini model's cycles: `accpy.tune.GemminiCycles`) or any `accpy.tune.Objective`.
+        Every sample must be a finite number >= 0, else the variant is `invalid`.
     search: "auto" (exhaustive up to 64 variants, else halving), "exhaustive", "halving",
         or `accpy.tune.Exhaustive()` / `accpy.tune.Halving(fraction, eta, seed)`.
     executor: a `concurrent.futures.Executor` or a Dask `distributed.Client`; default local
-        processes (one per core). Measurements never overlap on one machine.
+        processes (each build in a child process of its own, one per core at a time).
+        Measurements never overlap on one machine.
     results_file: a JSON-lines file; variants already in it (measured or failed) are not
         measured again (`retry_failed=True` retries the failed ones). A variant is named by
         `label`, its parameter values, the plan function's source text and the objective.
+        Records carry a checksum and the accpy version and C compiler of the run: a variant
+        with a record that fails the checksum, holds an invalid value, or comes from another
+        accpy or compiler is measured again.
     repeats, warmup, min_time: samples per variant (medians are compared), calls before
-        measuring, and the least time one sample lasts (it averages enough calls).
-    timeout: seconds a variant's measurement may take; past it, it is recorded as a timeout.
+        measuring, and the least time in seconds one sample lasts (it averages enough calls).
+    timeout: seconds a variant's check or measurement may take; past it, the variant is
+        recorded as a `timeout` (its measuring process is stopped). `float("inf")`: no limit.
+    build_timeout: seconds one variant's build (plan function, lowering, C compiler) may
+        take; past it the build is killed with the processes it started and the variant is
+        recorded as a `timeout` at stage "build". `float("inf")`: no limit.
     check, reference, tolerance: each variant's outputs are compared once with the
         reference (default: the same logic in its default order, built by accpy; or a
         picklable `reference(*arrays)` updating the outputs in place), floats within
@@ -170,15 +218,19 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
     data: a picklable `data(seed) -> values` for the arguments; default random arrays.
     baseline: one grid entry (added to the grid if absent) that every search measures in
         full, never pruned: today's choice, to compare the best with (`result.baseline`).
+
+    A variant that fails is recorded and the others are tuned: its `status` is
+    `build_error` (an exception while building), `crashed` (a process died: the signal or
+    exit code), `timeout`, `wrong` (outputs differ from the reference), `error` (an
+    exception while checking or measuring) or `invalid` (a sample that is not a finite
+    number >= 0, kept in `invalid_sample`); `stage` says where ("build", "check", "measure").
     """
     t_start = time.perf_counter()
     obj = objective_of(objective)
-    for name, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
-    for name, v in (("min_time", min_time), ("timeout", timeout), ("tolerance", tolerance)):
-        if not isinstance(v, (int, float)) or v < 0 or (name == "timeout" and v == 0):
-            raise ValueError(f"{name}: expected a positive number, got {v!r}")
+    opts = check_options(repeats=repeats, warmup=warmup, min_time=min_time, timeout=timeout,
+                         build_timeout=build_timeout, tolerance=tolerance, seed=seed, check=check,
+                         retry_failed=retry_failed, progress=progress, label=label)
+    repeats, timeout, build_timeout = opts["repeats"], opts["timeout"], opts["build_timeout"]
     if args is not None and not isinstance(args, (tuple, list)):
         raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
     is_function = is_plan_function(source)
@@ -186,6 +238,9 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         raise ValueError("args: tuning a plan needs its arguments, e.g. args=(A, B, C)")
     if grid is None:
         raise ValueError("grid: give the parameter values to try (e.g. acc.create_parameter_grid({...}))")
+    if executor is not None and not (_is_dask_client(executor) or isinstance(executor, cf.Executor)):
+        raise TypeError(f"executor: expected a concurrent.futures.Executor or a dask.distributed.Client, "
+                        f"got {type(executor).__name__}")
     params_list = _grid_of(grid)
     base_index = None
     if baseline is not None:
@@ -203,6 +258,7 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
     strategy = strategy_of(search, len(params_list), seed)
     store = ResultsFile(results_file) if results_file is not None else None
     known = store.load() if store is not None else {}
+    bar = Progress(label, progress)
     variants = []
     selected = strategy.select(len(params_list))
     if base_index is not None and base_index not in selected:
@@ -213,21 +269,25 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         v = VariantResult(i, variant_key(label, fingerprint, values, obj.name), p, values)
         s = known.get(v.key)
         if s is not None and (s["status"] not in FAILED or not retry_failed):
-            for k in ("status", "error", "samples", "calls", "checked", "details", "build_seconds", "host"):
+            for k in STORED:
                 if k in s:
                     setattr(v, k, s[k])
             if v.status == "built":
                 v.status = "pending"  # its library is not kept in the file: build it again
         elif s is not None and store is not None:
-            store.append({"key": v.key, "label": label, "params": values, "status": "retry"})
+            store.append({"key": v.key, "label": label, "params": v.values, "status": "retry"})
         variants.append(v)
+    distrusted = {v.key: store.distrusted[v.key] for v in variants if store is not None and v.key in store.distrusted}
+    if distrusted:
+        reasons = sorted(set(distrusted.values()))
+        bar.message(f"tuning {label}: {len(distrusted)} variant(s) of {store.path} measured again, their records "
+                    f"not trusted ({'; '.join(reasons)})")
     repeats = 1 if obj.deterministic else repeats
-    # the default executor's forked processes inherit the problem: register it before they start
-    payload = inherit((source, args, params_list)) if executor is None else None
-    bar = Progress(label, progress)
-    job_base = {"objective": obj, "warmup": warmup, "min_time": min_time, "timeout": timeout,
-                "reference_timeout": max(600.0, 10 * timeout), "seed": seed, "data": data,
-                "tolerance": tolerance}
+    problem = (source, args, params_list)
+    payload = None  # the problem pickled, for an executor's building processes
+    job_base = {"objective": obj, "warmup": opts["warmup"], "min_time": opts["min_time"], "timeout": timeout,
+                "reference_timeout": None if timeout is None else max(600.0, 10 * timeout), "seed": opts["seed"],
+                "data": data, "tolerance": opts["tolerance"]}
     want_reference = check and reference is None
     order = random.Random(seed)
 
@@ -235,25 +295,34 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         if store is not None:
             store.append({"key": v.key, "label": label, "params": v.values, **event})
 
+    def built(v: VariantResult, rec: dict) -> None:
+        v.host, v.status = rec.get("host", ""), rec["status"]
+        if rec["status"] == "built":
+            v.artifact, v.reference, v.build_seconds = rec["artifact"], rec.get("reference"), rec["build_seconds"]
+            record(v, {"status": "built", "build_seconds": v.build_seconds, "host": v.host, "worker": rec.get("worker")})
+        else:
+            v.error, v.stage = rec.get("error", ""), rec.get("stage", "build")
+            record(v, {"status": v.status, "stage": v.stage, "error": v.error, "host": v.host,
+                       "worker": rec.get("worker")})
+
     def build(vs: list, ex) -> None:
         nonlocal payload
         vs = [v for v in vs if v.artifact is None and not v.failed]
         if not vs:
             return
-        if payload is None:
-            payload = _dumps((source, args, params_list), _is_dask_client(executor))
         bar.start("building", len(vs))
-        futs = {ex.submit(build_variant, payload, v.index, v.key, want_reference): v for v in vs}
+        if executor is None:
+            by_index = {v.index: v for v in vs}
+            jobs = [(v.index, v.key) for v in vs]
+            for done, (index, rec) in enumerate(build_in_children(problem, jobs, want_reference, build_timeout), 1):
+                built(by_index[index], rec)
+                bar.update(done)
+            return
+        if payload is None:
+            payload = _dumps(problem)
+        futs = {_submit(ex, build_variant, payload, v.index, v.key, want_reference, build_timeout): v for v in vs}
         for done, f in enumerate(cf.as_completed(futs), 1):
-            v, rec = futs[f], f.result()
-            v.host, v.status = rec["host"], rec["status"]
-            if rec["status"] == "build_error":
-                v.error = rec["error"]
-                record(v, {"status": "build_error", "error": v.error, "host": v.host, "worker": rec.get("worker")})
-            else:
-                v.artifact, v.reference, v.build_seconds = rec["artifact"], rec.get("reference"), rec["build_seconds"]
-                record(v, {"status": "built", "build_seconds": v.build_seconds, "host": v.host,
-                           "worker": rec.get("worker")})
+            built(futs[f], _outcome(f, "build"))
             bar.update(done)
 
     def measure_until(vs: list, target: int, ex) -> None:
@@ -263,6 +332,8 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
                 return
             build(need, ex)
             need = [v for v in need if not v.failed]
+            if not need:
+                return
             order.shuffle(need)  # a new order every round: drift does not favour early or late variants
             bar.start(f"measuring, sample {min(len(v.samples) for v in need) + 1} of {target}", len(need))
             futs = {}
@@ -270,10 +341,10 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
                 checking = check and not v.checked  # each variant is checked once, on its first measurement
                 job = dict(job_base, samples=1, calls=v.calls,
                            reference=(v.reference if reference is None else reference) if checking else None)
-                futs[ex.submit(measure_variant, v.artifact, job)] = (v, checking)
+                futs[_submit(ex, measure_variant, v.artifact, job)] = (v, checking)
             for done, f in enumerate(cf.as_completed(futs), 1):
-                (v, checking), rec = futs[f], f.result()
-                ev = {"status": rec["status"], "host": rec["host"], "worker": rec.get("worker"),
+                (v, checking), rec = futs[f], _outcome(f, "measure")
+                ev = {"status": rec["status"], "host": rec.get("host", ""), "worker": rec.get("worker"),
                       "interval": rec.get("interval")}
                 if rec["status"] == "ok":
                     ev.update(samples=rec["samples"], calls=rec["calls"], details=rec["details"], checked=checking)
@@ -281,8 +352,10 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
                     v.samples = v.samples + rec["samples"]
                     v.checked = v.checked or checking
                 else:
-                    v.status, v.error = rec["status"], rec.get("error", "")
-                    ev["error"] = v.error
+                    v.status, v.error, v.stage = rec["status"], rec.get("error", ""), rec.get("stage", "measure")
+                    ev.update(error=v.error, stage=v.stage)
+                    if "invalid_sample" in rec:
+                        v.invalid_sample = ev["invalid_sample"] = rec["invalid_sample"]
                 record(v, ev)
                 best = min((x.value for x in vs if x.value is not None), default=None)
                 bar.update(done, f"best {obj.format(best)}" if best is not None else "")
@@ -301,14 +374,14 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
                     alive = strategy.keep(ranked, r)
                     alive += [v for v in variants if v.index == base_index and all(v is not a for a in alive)]
     finally:
-        forget(payload)
+        _release(executor)
 
     def build_best(v: VariantResult):
         from .runner import load_artifact
 
         art = v.artifact
-        if art is None:
-            rec = build_problem_variant((source, args, params_list), v.index, v.key, False)
+        if art is None:  # built again here, in a child process (a crash costs the child only)
+            (_, rec), = build_in_children(problem, [(v.index, v.key)], False, build_timeout)
             if rec["status"] != "built":
                 raise RuntimeError(f"tuning {label}: the best variant no longer builds: {rec['error']}")
             art = rec["artifact"]
