@@ -533,6 +533,7 @@ def emit_function(fn: Function, linkage: str = "", emitter=None) -> str:
     """The C definition of `fn` (preceded by its constant data); `emitter`: a CEmitter subclass."""
     names = Names()
     em = (emitter or CEmitter)(names, const_prefix=fn.name + "_")
+    em.target = fn.attrs.get("target")  # the vector shapes of its lanes (16 x int16: AVX2's or AVX-512's)
     params = function_params(fn, names)
     body_consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST and b not in fn.args]
     pre = []

@@ -8,8 +8,10 @@ from ..targets.library import vector_shape_of
 class VectorEmitter:
     """The vector half of the C emitter (mixed into codegen/c.py's CEmitter)."""
 
+    target = None  # the target the function is for (emit_function sets it), when known
+
     def _isa(self, dtype, lanes):
-        return vector_shape_of(dtype, lanes)
+        return vector_shape_of(dtype, lanes, self.target)
 
     def _fill(self, isa, op, **kw) -> str:
         t = isa.template(op)

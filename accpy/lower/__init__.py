@@ -236,4 +236,4 @@ def lower_function(request: LoweringRequest, name: str) -> Function:
     """The C-ready function `name` of a request: every pass applied."""
     stmt = run_passes(request).stmt
     args = request.args if request.args is not None else default_arguments(stmt)
-    return Function(name, args, stmt)
+    return Function(name, args, stmt, {"target": request.target})  # (codegen picks the vector shapes)

@@ -12,6 +12,16 @@ class NotVectorizable(Exception):
     pass
 
 
+class MissingVectorOp(NotVectorizable):
+    """The loop's vector shape (`shape`: its `name`, e.g. "avx2") has no instruction for the
+    operation `op` (an IR vector operation: "add", "cmp_lt", "from_int8", "hadd", ...) on lanes of
+    `dtype`; `what` the message (default: says so)."""
+
+    def __init__(self, op: str, dtype, shape, what: str = ""):
+        self.op, self.dtype, self.shape = op, dtype, shape
+        super().__init__(what or f"no {shape.name} instruction for `{op}` on {dtype.name}")
+
+
 def coef_of(e, lane: Var):
     """The coefficient of `lane` in the index expression `e`, or None when `e` is not affine
     in it. Parts without `lane` may be anything (e.g. a block origin `max(4*i - 3, 0)`)."""

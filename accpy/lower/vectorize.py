@@ -31,13 +31,14 @@ from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType, int_range
 from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
-from ..ir.visitor import Mutator, Visitor, substitute
+from ..ir.visitor import Mutator, substitute
 from ..ir.visitor import accesses as ir_accesses
 from ..targets.library import lane_shape, vector_shape
-from .lanes import NotVectorizable, access_offset, lane_coef
+from .lanes import MissingVectorOp, NotVectorizable, access_offset, lane_coef
 from .simplify import simplify
 from .unroll import unroll_subtree
 from .vector_products import PRODUCT_OPS, group_products, product_kind
+from .vector_shapes import shape_of_loop, vector_dtype
 
 MAX_UNROLLED_CHUNKS = 8
 
@@ -62,8 +63,7 @@ class _Vectorize(Mutator):
         f = For(f.var, f.lo, f.hi, simplify(unroll_subtree(f.body, f"vectorize({f.var.name})")), f.kind, f.attrs)
         stores = _straight_line_stores(f)
         stores = group_products(stores, f.var, self.target)
-        dtype = _vector_dtype(stores, self.target)
-        isa = _loop_shape(self.target, dtype) if dtype is not None else None
+        dtype, isa = shape_of_loop(stores, self.target)
         if isa is None:
             warnings.warn(f"vectorize({f.var.name}): no vector instructions for "
                           f"{dtype.name if dtype else 'mixed element types'} on target {self.target.name}; "
@@ -72,13 +72,20 @@ class _Vectorize(Mutator):
         try:
             return _vectorize_loop(f, stores, isa, self.target, frozenset(self.loop_vars) | {f.var})
         except NotVectorizable as e:
-            if _vector_dtype(stores) is None or vector_shape(self.target, dtype) is None:
+            if not refused(stores, self.target):
                 # element types of several widths, beyond what the lanes hold (e.g. int8 sums):
                 # the C compiler's vectorizer, as for types without vector instructions
                 warnings.warn(f"vectorize({f.var.name}): {e}; leaving the loop to the C compiler's "
                               f"vectorizer", stacklevel=2)
                 return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
             raise ScheduleError(f"vectorize({f.var.name}): {e}") from None
+
+
+def refused(stores, target) -> bool:
+    """Whether a loop that cannot become vector code is an error (ScheduleError) rather than left to
+    the C compiler's vectorizer: every type it touches is as wide, and `target` has vectors of it."""
+    dtype = vector_dtype(stores)
+    return dtype is not None and vector_shape(target, dtype) is not None
 
 
 def _straight_line_stores(f: For) -> list:
@@ -143,57 +150,6 @@ def _masked_store(s: Store, cond, lane) -> Store:
     return Store(s.buffer, s.indices, Select(cond, new, old))
 
 
-def _loop_shape(target, dtype):
-    """The vector shape of a loop storing `dtype`: its own, or (a narrow integer) widened to the
-    lanes of the target's int32 vectors; None when there is neither."""
-    own = vector_shape(target, dtype)
-    if own is not None:
-        return own
-    wide = vector_shape(target, ScalarType.int32)
-    return lane_shape(target, dtype, wide.lanes) if wide is not None else None
-
-
-def _vector_dtype(stores, target=None):
-    """The loop's vector type: the stores' element type, when every type the statements touch
-    has a shape of as many lanes on `target` (the same width; int32 and float32 lanes together;
-    narrow integers held widened in 32-bit lanes); else None (left to the C compiler)."""
-    types = set()
-
-    class V(Visitor):
-        def visit_Load(self, n):
-            types.add(n.buffer.dtype)
-            self.generic_visit(n)
-
-        def visit_Call(self, n):
-            if product_kind(n.fn)[0] is None:  # its narrow operands are loaded as groups per lane
-                self.generic_visit(n)
-
-        def visit_Cast(self, n):
-            types.add(n.dtype)
-            self.generic_visit(n)
-
-    for s in stores:
-        types.add(s.buffer.dtype)
-        V().visit(s.value)
-    types.discard(ScalarType.bool)
-    # int32 indices converted to float32 are fine: the vector type is the stores' type
-    st = {s.buffer.dtype for s in stores}
-    if len(st) != 1:
-        return None
-    t = next(iter(st))
-    others = [x for x in types if x is not t and x is not ScalarType.index]
-    if all(x.bits == t.bits for x in others) and (target is None or vector_shape(target, t) is not None):
-        return t
-    if target is None:
-        return None
-    loop = _loop_shape(target, t)
-    if loop is None:
-        return t  # (no vectors of the stores' type: the caller says so)
-    if any(lane_shape(target, x, loop.lanes) is None for x in others):
-        return None
-    return t
-
-
 _REDUCE_H = {"add": "hadd", "sub": "hadd", "mul": "hmul", "min": "hmin", "max": "hmax"}
 
 
@@ -225,7 +181,7 @@ class _Chunk:
     def _need(self, op, dtype=None):
         shape = self.shape(dtype) if dtype is not None else self.isa
         if shape.template(op) is None:
-            raise NotVectorizable(f"no {shape.name} instruction for `{op}` on {shape.dtype.name}")
+            raise MissingVectorOp(op, shape.dtype, shape)
 
     def bcast(self, e):
         return e if getattr(e, "lanes", None) else Broadcast(e, self.W)
@@ -287,7 +243,7 @@ class _Chunk:
             if not va:
                 return UnOp(e.op, a, e.dtype), False
             if e.op != "neg":
-                raise NotVectorizable(f"`{e.op}` is not vectorized")
+                raise MissingVectorOp(e.op, e.dtype, self.isa, f"`{e.op}` is not vectorized")
             self._need("neg", e.dtype)
             return VCall("neg", (a,), e.dtype, self.W), True
         if isinstance(e, Call) and product_kind(e.fn)[0] is not None:
@@ -297,7 +253,7 @@ class _Chunk:
             if not any(v for _, v in args):
                 return Call(e.fn, tuple(a for a, _ in args), e.dtype), False
             if len(e.args) != 1 or self.shape(e.dtype).template(e.fn) is None:
-                raise NotVectorizable(f"`{e.fn}` has no {self.isa.name} instruction here")
+                raise MissingVectorOp(e.fn, e.dtype, self.isa, f"`{e.fn}` has no {self.isa.name} instruction here")
             return VCall(e.fn, tuple(self.bcast(a) for a, _ in args), e.dtype, self.W), True
         if isinstance(e, Cast):
             a, va = self.vec(e.value)
@@ -307,7 +263,8 @@ class _Chunk:
                 return a, True
             op = "from_" + e.value.dtype.name
             if self.shape(e.dtype).template(op) is None:
-                raise NotVectorizable(f"the conversion {e.value.dtype.name} -> {e.dtype.name} is not vectorized")
+                raise MissingVectorOp(op, e.dtype, self.isa,
+                                      f"the conversion {e.value.dtype.name} -> {e.dtype.name} is not vectorized")
             return VCast(a, e.dtype, self.W), True
         if isinstance(e, Select):
             c, vc = self.vec(e.cond)
@@ -433,6 +390,8 @@ def _vectorize_loop(f: For, stores, isa, target=None, loop_vars=frozenset()):
             if s.reduce not in _REDUCE_H:
                 raise NotVectorizable(f"every iteration assigns the same element of {s.buffer.name}; "
                                       f"only reductions (+=, -=, *=, max, min) can be vectorized that way")
+            if isa.template(_REDUCE_H[s.reduce]) is None:
+                raise MissingVectorOp(_REDUCE_H[s.reduce], isa.dtype, isa)
             accs[id(s)] = VVar(f"acc_{s.buffer.name}", isa.dtype, W)
         elif lane_coef(s.buffer, s.indices, lane) != 1 and not _strided_ok(
                 isa, "scatter", lane_coef(s.buffer, s.indices, lane)):
@@ -523,8 +482,8 @@ def _mask(isa, count):
 
 
 def _combine(op, a, b, isa):
-    if op in ("and", "or", "xor", "div") and isa.template(op) is None:
-        raise NotVectorizable(f"no {isa.name} instruction for `{op}=` on {isa.dtype.name}")
+    if isa.template(op) is None:
+        raise MissingVectorOp(op, isa.dtype, isa, f"no {isa.name} instruction for `{op}=` on {isa.dtype.name}")
     if op == "add" and isinstance(b, VBinOp) and b.op == "mul" and isa.template("fma"):
         return VFma(b.a, b.b, a, isa.dtype, isa.lanes)
     if op == "add" and isinstance(b, VBinOp) and b.op in PRODUCT_OPS and PRODUCT_OPS[b.op].accumulates:

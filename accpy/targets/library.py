@@ -129,8 +129,10 @@ class TargetLibrary:
         `template(op)`) `target` offers for `dtype`, or None."""
         return None
 
-    def vector_shape_of(self, dtype: ScalarType, lanes: int):
-        """The shape of `lanes` x `dtype` (operand-only shapes included) for codegen, or None."""
+    def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None):
+        """The shape of `lanes` x `dtype` (operand-only shapes included) for codegen, or None;
+        `target` (when known) picks among shapes of that many lanes (e.g. 16 x int16 in a 256-bit
+        register, or widened to 32-bit lanes in a 512-bit one)."""
         return None
 
     def lane_shape(self, target, dtype: ScalarType, lanes: int):
@@ -318,10 +320,11 @@ def supports_vector_op(target, dtype: ScalarType, op: str) -> bool:
     return any(lib.supports_vector_op(target, dtype, op) for lib in libraries_for(target))
 
 
-def vector_shape_of(dtype: ScalarType, lanes: int):
-    """The registered vector shape of `lanes` x `dtype` (codegen's lookup); KeyError if none."""
-    for lib in _LIBRARIES:
-        s = lib.vector_shape_of(dtype, lanes)
+def vector_shape_of(dtype: ScalarType, lanes: int, target=None):
+    """The registered vector shape of `lanes` x `dtype` (codegen's lookup), the one code for
+    `target` uses when it is given; KeyError if none."""
+    for lib in (libraries_for(target) if target is not None else ()) + tuple(_LIBRARIES):
+        s = lib.vector_shape_of(dtype, lanes, target)
         if s is not None:
             return s
     raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")

@@ -123,8 +123,9 @@ _NARROW = {ScalarType.int8: ("epi8", 8, True), ScalarType.uint8: ("epu8", 8, Fal
 
 def _widened(dtype: ScalarType) -> VectorISA:
     """16 lanes of a narrow integer type held in 32-bit lanes (sign- or zero-extended): loads widen,
-    stores narrow (the lanes hold values of the type, so truncation keeps them), and the operations
-    whose 32-bit result is the narrow one (min, max, select, compares); conversions keep the
+    stores narrow (the lanes hold values of the type, so truncation keeps them), the operations
+    whose 32-bit result is the narrow one (min, max, select, compares, bitwise), and those that
+    wrap (+, -, *, negation, abs) with the result's low bits extended again; conversions keep the
     invariant (from int32: the low bits extended; from float32: NaN -> 0, saturating)."""
     sfx, bits, signed = _NARROW[dtype]
     half = "_mm_loadu_si128((const __m128i*)({p}))" if bits == 8 else "_mm256_loadu_si256((const __m256i*)({p}))"
@@ -134,6 +135,9 @@ def _widened(dtype: ScalarType) -> VectorISA:
     down = f"_mm512_cvtepi32_epi{bits}"
     shift = 32 - bits
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    # the 32-bit lanes back to values of the type: the low bits sign- or zero-extended
+    norm = (f"_mm512_srai_epi32(_mm512_slli_epi32({{x}}, {shift}), {shift})" if signed else
+            f"_mm512_and_si512({{x}}, _mm512_set1_epi32({hi}))")
     ops = {
         "mask": "((__mmask16)((1u << ({n})) - 1u))",
         "load": f"{ext}({half})",
@@ -145,9 +149,23 @@ def _widened(dtype: ScalarType) -> VectorISA:
         "min": "_mm512_min_epi32({a}, {b})",
         "max": "_mm512_max_epi32({a}, {b})",
         "select": "_mm512_mask_blend_epi32({m}, {b}, {a})",
-        "from_int32": (f"_mm512_srai_epi32(_mm512_slli_epi32({{a}}, {shift}), {shift})" if signed else
-                       f"_mm512_and_si512({{a}}, _mm512_set1_epi32({hi}))"),
+        "from_int32": norm.format(x="{a}"),
         "from_float32": _to_int(f"{lo}.0f", f"{hi + 1}.0f", str(hi)),
+        # +, -, * wrap: the low bits of the 32-bit result are the narrow one's; and, or, xor of
+        # extended values are extended; reductions of the lanes as int32 keep the low bits
+        "add": norm.format(x="_mm512_add_epi32({a}, {b})"),
+        "sub": norm.format(x="_mm512_sub_epi32({a}, {b})"),
+        "mul": norm.format(x="_mm512_mullo_epi32({a}, {b})"),
+        "neg": norm.format(x="_mm512_sub_epi32(_mm512_setzero_si512(), {a})"),
+        "abs": norm.format(x="_mm512_abs_epi32({a})") if signed else "({a})",
+        "and": "_mm512_and_si512({a}, {b})",
+        "or": "_mm512_or_si512({a}, {b})",
+        "xor": "_mm512_xor_si512({a}, {b})",
+        "zero": "_mm512_setzero_si512()",
+        "hadd": "_mm512_reduce_add_epi32({a})",
+        "hmul": "_mm512_reduce_mul_epi32({a})",
+        "hmin": "_mm512_reduce_min_epi32({a})",
+        "hmax": "_mm512_reduce_max_epi32({a})",
     }
     for t in _NARROW:  # from another narrow type: its low bits, as from int32
         ops["from_" + t.name] = ops["from_int32"]
@@ -345,14 +363,15 @@ def _operand_shape(dtype: ScalarType, lanes: int, sfx: str, mtype: str) -> Vecto
     }, ("avx512f", "avx512bw"))
 
 
-# not vector types of their own, so `vector_isa_for` never picks them
+# not vector types of their own, so `vector_isa_for` never picks them (the byte quads and int16
+# pairs of VPDPBUSD and VPMADDWD are read by the narrow shapes' own `bcast`: x86narrow.py)
 OPERAND_SHAPES = {
-    ("avx512", ScalarType.int16): _operand_shape(ScalarType.int16, 32, "epi16", "__mmask32"),
-    ("avx512", ScalarType.uint8): _operand_shape(ScalarType.uint8, 64, "epi8", "__mmask64"),
-    ("avx512", ScalarType.int8): _operand_shape(ScalarType.int8, 64, "epi8", "__mmask64"),
     ("avx512", ScalarType.bfloat16): _operand_shape(ScalarType.bfloat16, 32, "epi16", "__mmask32"),
     **{("avx512w", t): _widened(t) for t in _NARROW},
 }
+
+# narrow integers in lanes of their own width (x86narrow.py fills it): AVX-512BW, AVX2, SSE4.1
+NARROW: dict = {}
 
 
 def widened_shape(target, dtype: ScalarType) -> Optional[VectorISA]:
@@ -367,15 +386,21 @@ _OP_FEATURES = {"madd16": ("avx512f", "avx512bw"), "dot4": ("avx512f", "avx512bw
 _OP_DTYPE = {"madd16": I32, "dot4": I32, "dot2": F32}
 
 
+def _shape(name: str, dtype: ScalarType) -> Optional[VectorISA]:
+    return LIBRARY.get((name, dtype)) or NARROW.get((name, dtype))
+
+
 def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
     """The widest vector shape the target offers for `dtype`, or None."""
     # the target's vector width decides: an AVX-512 CPU told vector_bytes=32 gets 256-bit code
-    if target.has("avx512f") and target.vector_bytes >= 64 and ("avx512", dtype) in LIBRARY:
-        return LIBRARY[("avx512", dtype)]
-    if target.has("avx2") and target.vector_bytes >= 32 and ("avx2", dtype) in LIBRARY:
-        return LIBRARY[("avx2", dtype)]
+    wide = _shape("avx512", dtype)
+    if (wide is not None and target.has("avx512f") and target.vector_bytes >= 64
+            and (("avx512", dtype) in LIBRARY or target.has("avx512bw"))):  # byte / word lanes: AVX-512BW
+        return wide
+    if target.has("avx2") and target.vector_bytes >= 32 and _shape("avx2", dtype) is not None:
+        return _shape("avx2", dtype)
     # 16-byte registers (x86sse.py): told vector_bytes=16, or SSE4.1 without AVX2
-    sse = LIBRARY.get(("sse", dtype))
+    sse = _shape("sse", dtype)
     if sse is not None and target.vector_bytes >= 16 and all(target.has(f) for f in sse.features):
         return sse
     return None
@@ -394,8 +419,13 @@ class X86VectorLibrary(TargetLibrary):
     def vector_shape(self, target, dtype: ScalarType) -> Optional[VectorISA]:
         return vector_isa_for(target, dtype)
 
-    def vector_shape_of(self, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
-        for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()):
+    def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None) -> Optional[VectorISA]:
+        if target is not None:  # (16 x int16 are AVX2's own lanes, or AVX-512's widened ones)
+            for isa in (vector_isa_for(target, dtype), widened_shape(target, dtype),
+                        OPERAND_SHAPES.get(("avx512", dtype))):
+                if isa is not None and isa.lanes == lanes:
+                    return isa
+        for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()) + list(NARROW.values()):
             if isa.dtype is dtype and isa.lanes == lanes:
                 return isa
         return None

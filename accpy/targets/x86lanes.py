@@ -19,6 +19,12 @@ class Lanes:
         self.ctype, self.lanes, self.vtype = ctype, lanes, vtype
         self.load_tmp, self.store_tmp, self.movemask = load_tmp, store_tmp, movemask
 
+    def _bits(self) -> str:
+        """The declaration of accpy_b_, the active-lane bits (64 of them: up to 64 byte lanes; a
+        movemask of 32 lanes is an int whose sign bit is lane 31's, so it is read as unsigned)."""
+        bits = f"(unsigned int)({self.movemask})" if self.lanes <= 32 else f"({self.movemask})"
+        return f"unsigned long long accpy_b_ = (unsigned long long){bits}; "
+
     def _loop(self, body: str, masked: bool) -> str:
         test = "if ((accpy_b_ >> accpy_l_) & 1) " if masked else ""
         return f"for (int accpy_l_ = 0; accpy_l_ < {self.lanes}; ++accpy_l_) {test}{body} "
@@ -26,7 +32,7 @@ class Lanes:
     def _read(self, index: str, masked: bool) -> str:
         t = self.ctype
         return ("__extension__({{ const " + t + "* accpy_q_ = (const " + t + "*)({p}); "
-                + (f"int accpy_b_ = {self.movemask}; " if masked else "")
+                + (self._bits() if masked else "")
                 + f"{t} accpy_t_[{self.lanes}] = {{{{0}}}}; "
                 + self._loop(f"accpy_t_[accpy_l_] = accpy_q_[{index}];", masked)
                 + self.load_tmp + "; }})")
@@ -34,7 +40,7 @@ class Lanes:
     def _write(self, index: str, masked: bool) -> str:
         t = self.ctype
         return ("__extension__({{ " + t + "* accpy_q_ = (" + t + "*)({p}); "
-                + (f"int accpy_b_ = {self.movemask}; " if masked else "")
+                + (self._bits() if masked else "")
                 + f"{self.vtype} accpy_v_ = ({{a}}); {t} accpy_t_[{self.lanes}]; {self.store_tmp}; "
                 + self._loop(f"accpy_q_[{index}] = accpy_t_[accpy_l_];", masked) + "}})")
 
@@ -54,14 +60,15 @@ class Lanes:
 
     def reductions(self, wrap: bool = False) -> dict:
         """`hadd`, `hmul`, `hmin`, `hmax` of {a}: lane 0 combined with each next lane in order (as
-        native/accpy_runtime.h's AVX2 helpers); `wrap`: integer sums and products wrap around."""
+        native/accpy_runtime.h's AVX2 helpers); `wrap`: integer sums and products wrap around
+        (int32 lanes or narrower)."""
         r, x = "accpy_r_", "accpy_x_"
         combine = {"hadd": f"{r} + {x}", "hmul": f"{r} * {x}",
                    "hmin": f"({r} < {x} ? {r} : {x})", "hmax": f"({r} > {x} ? {r} : {x})"}
-        if wrap:  # int32_t (two's complement): the sum / product of the unsigned values, truncated
-            combine["hadd"] = f"(int32_t)((uint32_t){r} + (uint32_t){x})"
-            combine["hmul"] = f"(int32_t)((uint32_t){r} * (uint32_t){x})"
         t = self.ctype
+        if wrap:  # two's complement: the sum / product of the unsigned values, truncated (no int overflow)
+            combine["hadd"] = f"({t})((uint32_t){r} + (uint32_t){x})"
+            combine["hmul"] = f"({t})((uint32_t){r} * (uint32_t){x})"
         out = {}
         for op, c in combine.items():
             out[op] = ("__extension__({{ " + f"{self.vtype} accpy_v_ = ({{a}}); {t} accpy_t_[{self.lanes}]; "
