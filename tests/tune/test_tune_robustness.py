@@ -27,6 +27,8 @@ def variant(mode: str, pid_dir: str):
         os.kill(os.getpid(), signal.SIGSEGV)
     if mode == "hang":
         time.sleep(10**6)
+    if mode == "exit":
+        os._exit(3)
     n = 128 if mode == "good2" else 64
     X = acc.Array(role=acc.Role.INPUT, shape=(n,), name="X")
     Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n,), name={"nan": "Ynan", "neg": "Yneg"}.get(mode, "Y" + mode))
