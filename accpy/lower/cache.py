@@ -196,7 +196,8 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
         # whole groups of rows, whole blocks of the instructions that read the cache
         shape[-2] = -(-shape[-2] // info.block_rows) * info.block_rows
         shape[-1] = -(-shape[-1] // info.block_cols) * info.block_cols
-    if info.panel > 1:  # whole panels
+    if info.panel > 1:  # whole panels, none wider than the block's rows (a wider one would only pad them)
+        info.panel = min(info.panel, shape[-1])
         shape[-1] = -(-shape[-1] // info.panel) * info.panel
     lead_shape = []
     if info.trigger_var is not None:

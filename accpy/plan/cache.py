@@ -46,6 +46,7 @@ class Cache:
         self.location = location
         self.double_buffer = double_buffer
         self.panel_width = panel_width  # columns per panel (1: none)
+        self.notes: list = []  # what accpy changed in the request, and why (shown by repr(plan))
         self.locality = locality  # a target memory's loads: how near the core the source's lines stay
         # the IR buffer of an Array source, taken when the cache is made (with the
         # parameter values of its plan in effect)
@@ -90,8 +91,9 @@ class Cache:
                 raise ValueError(f"{what}: expected an integer level in 1..{n}, got {lv!r}")
 
         if max_elements is not None:
-            if not isinstance(max_elements, int) or isinstance(max_elements, bool) or max_elements <= 0:
-                raise ValueError(f"max_elements: expected an integer > 0, got {max_elements!r}")
+            max_elements = _positive_int(max_elements, "max_elements", "an integer > 0 (elements)")
+        thrifty = _flag(thrifty, "thrifty", none=True)
+        double_buffer = _flag(double_buffer, "double_buffer")
         if index is not None:
             level = level_of(index, "index")
         elif level is not None:
@@ -151,14 +153,16 @@ class Cache:
                                      f"cache's trigger level ({trigger_level})")
         if not plan._uses(array):
             raise ValueError(f"source: {array.name} is not used by this schedule's logic")
-        panel_width = _checked_panel_width(panel_width, array, layout, location, max_elements, double_buffer)
+        panel_width, note = _checked_panel_width(panel_width, array, layout, location, max_elements, double_buffer)
         if locality is not None:
             if isinstance(locality, bool) or locality not in (0, 1, 2, 3):
                 raise ValueError(f"locality: expected 0, 1, 2 or 3 (as prefetch's), or None, got {locality!r}")
             if location is None or location is MemorySpace.NONE:
                 raise ValueError("locality: a hint for the loads into a target memory; give location= too")
-        return cls(plan, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
+        made = cls(plan, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
                    thrifty, location, double_buffer, panel_width, locality)
+        made.notes += [note] if note else []
+        return made
 
     @property
     def storage_layout(self):
@@ -213,14 +217,37 @@ def _order_of_coefficients(coefficients, rank: int):
                      f"nor last-major order (rising from 1); other dimension orders are not built")
 
 
-def _checked_panel_width(width, array, layout, location, max_elements, double_buffer) -> int:
-    """`panel_width` checked: columns per panel of a first-major (or VNNI) block in host memory."""
+def _positive_int(value, what: str, expected: str) -> int:
+    """`value` as an int when it is an integer >= 1 (Python's or numpy's, not a bool), else a
+    ValueError naming `what`, saying what was `expected` and what came."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what}: expected {expected}, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _flag(value, what: str, none: bool = False):
+    """`value` if it is True or False (or None where `none`), else TypeError naming `what`."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if value is None and none:
+        return None
+    raise TypeError(f"{what}: expected True or False, got {type(value).__name__} {value!r}")
+
+
+def _checked_panel_width(width, array, layout, location, max_elements, double_buffer):
+    """`panel_width` checked: columns per panel of a first-major (or VNNI) block in host memory,
+    and a note when it was clamped.
+
+    A width above the array's columns (its last dimension, where that is a number) is clamped to
+    them: no block is wider, and a panel wider than its block only pads it (the cache's rows would
+    be `panel_width` long, allocated on every call). The lowering clamps again, to the block
+    itself (lower/cache.py), where the block is narrower than the array.
+    """
     from ..nest.array import Array
 
     if width is None:
-        return 1
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ValueError(f"panel_width: expected a positive int (columns per panel), got {width!r}")
+        return 1, None
+    width = _positive_int(width, "panel_width", "a positive int (columns per panel)")
     if array.rank < 2:
         raise ValueError(f"panel_width: panels cut the columns of a 2-D (or higher) block; {array.name} has "
                          f"rank {array.rank}")
@@ -232,4 +259,18 @@ def _checked_panel_width(width, array, layout, location, max_elements, double_bu
         raise ValueError("panel_width: a cache in panels lives in host memory (location= must be left out)")
     if max_elements is not None or double_buffer:
         raise ValueError("panel_width: a cache in panels is placed by index or level, without double_buffer")
-    return width
+    columns = _columns(array)
+    if columns is not None and width > columns:
+        return columns, (f"panel_width={width} clamped to {columns}: {array.name} has {columns} columns, "
+                         f"and a panel wider than its block only pads it")
+    return width, None
+
+
+def _columns(array):
+    """The extent of `array`'s last dimension when it is a number (None: a runtime size or a parameter
+    still without a value)."""
+    try:
+        last = array.shape[-1]
+    except Exception:  # (a shape waiting for parameter values)
+        return None
+    return int(last) if isinstance(last, (int, np.integer)) and not isinstance(last, bool) else None
