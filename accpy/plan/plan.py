@@ -221,6 +221,7 @@ class Plan(RuntimePacking, AutoPlanning):
     def _vectorize(self, index, unsafe: bool = False) -> None:
         """See `vectorize`: the checks that need no lowering, then the mark."""
         from ..analysis.dependence import check_vector
+        from ..lower.vector_check import check_vector_ops
 
         self._dim_var(index)
         self._not_fusing(index, "vectorize")
@@ -235,6 +236,8 @@ class Plan(RuntimePacking, AutoPlanning):
             # whose checks cover it; its own lanes are never formed
             self._check_vector_subtree(index)
             check_vector(space, pos, f"vectorize({index.name})", unsafe)
+            # an operation the lanes need that the target's vector instructions lack: refused now
+            check_vector_ops(space, pos, self._target, f"vectorize({index.name})")
         before = list(self._kinds)
         self._mark(index, "vectorized")
         if pos < len(space.dims) - 1 and (self._parallel is not None or self._cache_inside(pos)
