@@ -18,7 +18,7 @@ import time
 from typing import Iterator, Optional
 
 from .runner import exit_text, kill_group
-from .tasks import build_crashed, build_problem_variant, build_timed_out, where
+from .building import build_crashed, build_problem_variant, build_timed_out, where
 
 
 def _child(problem: tuple, index: int, key: str, want_reference: bool, fd: int) -> None:

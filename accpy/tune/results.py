@@ -138,8 +138,11 @@ def checksum(ev: dict) -> str:
 
 def run_stamp() -> dict:
     """What wrote a record: this accpy's version and its C compiler's `--version` first line."""
-    from .. import __version__
+    import sys
+
     from ..package.compile import CC, compiler_identity
+
+    __version__ = sys.modules["accpy"].__version__  # (the package around this one: always imported first)
 
     try:
         compiler = compiler_identity(CC)

@@ -241,7 +241,7 @@ def _build(msg: dict, st: _State) -> dict:
     """Build one variant of a pickled tuning problem (unpickled once for the variants that follow)."""
     import hashlib
 
-    from .tasks import build_problem_variant
+    from .building import build_problem_variant
 
     digest = hashlib.sha256(msg["problem"]).hexdigest()
     if st.problem[0] != digest:

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from .objective import Objective, objective_of
-from .progress import Progress
 from .isolate import build_in_children
+from .progress import Progress
 from .options import check_options
 from .results import FAILED, STORED, ResultsFile, TuneResult, VariantResult, json_value, parameter_name, variant_key
 from .search import Exhaustive, Halving, strategy_of
-from .tasks import build_variant, is_plan_function, measure_variant
+from .building import is_plan_function
+from .tasks import build_variant, measure_variant
 
 
 def _is_dask_client(x) -> bool:

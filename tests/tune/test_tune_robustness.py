@@ -77,7 +77,7 @@ def _tune(tmp_path, executor=None):
     pid_dir.mkdir()
     r = acc.tune(functools.partial(variant, pid_dir=str(pid_dir)), grid={"mode": MODES}, executor=executor,
                  objective=Scripted(str(pid_dir)), reference=halve_add, repeats=2, warmup=0, min_time=0.001,
-                 timeout=30, build_timeout=3, progress=False, results_file=tmp_path / "r.jsonl")
+                 timeout=30, build_timeout=5, progress=False, results_file=tmp_path / "r.jsonl")
     return r, pid_dir
 
 
@@ -87,7 +87,7 @@ def _check(r, pid_dir: Path) -> None:
     assert r.best.values["mode"] in ("good1", "good2") and all(len(v.samples) == 2 for v in r.ranked)
     segv, hang, nan, neg, bad = (by[m] for m in ("segv", "hang", "nan", "neg", "raise"))
     assert (segv.status, segv.stage) == ("crashed", "build") and "signal SIGSEGV" in segv.error
-    assert (hang.status, hang.stage) == ("timeout", "build") and "build_timeout=3 s" in hang.error
+    assert (hang.status, hang.stage) == ("timeout", "build") and "build_timeout=5 s" in hang.error
     assert (nan.status, nan.stage) == ("invalid", "measure") and math.isnan(nan.invalid_sample)
     assert "returned nan" in nan.error and not nan.samples
     assert (neg.status, neg.invalid_sample) == ("invalid", -1.0) and "returned -1.0" in neg.error
