@@ -65,9 +65,11 @@ class _Vectorize(Mutator):
         stores = group_products(stores, f.var, self.target)
         dtype, isa = shape_of_loop(stores, self.target)
         if isa is None:
-            warnings.warn(f"vectorize({f.var.name}): no vector instructions for "
-                          f"{dtype.name if dtype else 'mixed element types'} on target {self.target.name}; "
-                          f"leaving the loop to the C compiler's vectorizer", stacklevel=2)
+            what = dtype.name if dtype else "mixed element types"
+            if dtype is not None and vector_shape(self.target, dtype) is not None:
+                what += " next to the wider types it is computed from"  # (lanes of its own width only)
+            warnings.warn(f"vectorize({f.var.name}): no vector instructions for {what} on target "
+                          f"{self.target.name}; leaving the loop to the C compiler's vectorizer", stacklevel=2)
             return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
         try:
             return _vectorize_loop(f, stores, isa, self.target, frozenset(self.loop_vars) | {f.var})

@@ -71,9 +71,9 @@ def _avx512(dtype: ScalarType) -> VectorISA:
     lanes = 512 // bits
     e, u = f"epi{bits}", (f"epi{bits}" if signed else f"epu{bits}")
     mtype = f"__mmask{lanes}"
-    # the mask of the first {n} lanes (n = lanes too: a 64-bit shift by 64 is undefined)
-    full = "~0ull" if lanes == 64 else "0xffffffffull"
-    mask = f"(({mtype})(({{n}}) >= {lanes} ? {full} : (1ull << ({{n}})) - 1ull))"
+    # the mask of the first {n} lanes (n = 64 too: a 64-bit shift by 64 is undefined)
+    mask = (f"(({mtype})(({{n}}) >= 64 ? ~0ull : (1ull << ({{n}})) - 1ull))" if lanes == 64 else
+            f"(({mtype})((1ull << ({{n}})) - 1ull))")
     by_lane = Lanes(ctype, lanes, "__m512i", "_mm512_loadu_si512((const void*)accpy_t_)",
                     "_mm512_storeu_si512((void*)accpy_t_, accpy_v_)", "(unsigned long long)({m})")
     ops = {
