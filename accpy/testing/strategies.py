@@ -260,6 +260,10 @@ def value_for(a, sizes: dict, rng, int_range=(-4, 4), float_range=(-1.0, 1.0)):
     dt = t.dtype
     if t.is_float and dt.kind == "f":
         data = rng.uniform(*float_range, size=shape).astype(dt)
+    elif t.is_float:  # bfloat16: its bit patterns (numpy has no such type), of values in float_range
+        from ..nest.bf16 import bfloat16_bits
+
+        data = bfloat16_bits(rng.uniform(*float_range, size=shape).astype(np.float32))
     elif t.name == "bool":
         data = rng.integers(0, 2, size=shape).astype(dt)
     else:

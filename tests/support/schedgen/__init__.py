@@ -60,7 +60,7 @@ section "random PLANS" at the end (`draw_plan_case`, `random_plan_cases`, `plan_
 from __future__ import annotations
 
 from .steps import Mapping, Ref, Step  # noqa: F401
-from .nests import EXTENT, LAYOUTS, NEST_KINDS, NestKind, NestSpec, SMALL, _CONV1D, _CONV2D, _ELEMENTWISE, _MATMUL, _MATMUL_DYN, _MAXREDUCE, _ROWMAX_DYN, _ROWSUM, _TRANSPOSE3, kinds_with, nest_kind, order_invariant_kinds  # noqa: F401
+from .nests import EXTENT, LAYOUTS, NEST_KINDS, NestKind, NestSpec, SMALL, _CONV1D, _CONV2D, _ELEMENTWISE, _MATMUL, _MATMUL_DYN, _MAXREDUCE, _ROWMAX_DYN, _ROWSUM, _TRANSPOSE3, kinds_with, narrow_kinds, nest_kind, order_invariant_kinds, ACCUMULATOR  # noqa: F401
 from .cases import Case, Chooser, HypothesisChooser, RandomChooser, STEP_KINDS, State, StepKind, _exec, _transform_step, _weighted, cases, draw_case, draw_spec, random_cases, realize, repair_order, step_kind  # noqa: F401
 from .run import OutOfBounds, OverBudget, PYTHON_LOOP_BUDGET, _Bounded, _copy, call_arguments, lowered_to_python, make_inputs, random_array, reference_outputs  # noqa: F401
 from .batches import BatchReport, Failure, Realized, _first_difference, _indent, _parse_args, _run_lowered_python, _safe, build_package, check_case, check_cases, compare, realize_all, steps_from_code, tolerance_of  # noqa: F401

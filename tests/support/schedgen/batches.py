@@ -119,7 +119,7 @@ def build_package(realized: list, output_dir, name: str = "schedgen"):
     if not live:
         return None
     try:
-        return pkg.build(name, output_dir=str(output_dir), python_module=False)
+        return pkg.build(name, output_dir=str(output_dir), python_module=False, progress=False)
     except Exception:
         if len(live) == 1:
             live[0].error = "building raised:\n" + traceback.format_exc()
@@ -129,7 +129,8 @@ def build_package(realized: list, output_dir, name: str = "schedgen"):
         one = acc.Package()
         r.function = one.add(r.state.plan, args=r.state.args, base_name="f")
         try:
-            r.single = one.build(f"{name}_single{n}", output_dir=str(output_dir), python_module=False)
+            r.single = one.build(f"{name}_single{n}", output_dir=str(output_dir), python_module=False,
+                                  progress=False)
         except Exception:
             r.error = "building raised:\n" + traceback.format_exc()
     return None

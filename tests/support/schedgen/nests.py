@@ -21,26 +21,34 @@ class NestKind:
     dtypes: tuple = ("int32", "float32")
     runtime_sizes: bool = False  # extents are acc.Dimensions (the template defines `values`)
     ordered: bool = False  # not order-invariant: transforms may be refused (tests/support/legality.py)
+    default: bool = True  # drawn when no kinds are named (kinds_with, order_invariant_kinds)
 
 
 NEST_KINDS: dict = {}
 
 
 def nest_kind(name, template, size_names, sizes, n_arrays, dtypes=("int32", "float32"),
-              runtime_sizes=False, ordered=False) -> NestKind:
+              runtime_sizes=False, ordered=False, default=True) -> NestKind:
     kind = NestKind(name, template.strip("\n"), tuple(size_names), sizes, n_arrays, tuple(dtypes), runtime_sizes,
-                    ordered)
+                    ordered, default)
     NEST_KINDS[name] = kind
     return kind
 
 
 def kinds_with(runtime_sizes: bool) -> list:
-    return sorted(k for k, v in NEST_KINDS.items() if v.runtime_sizes == runtime_sizes and not v.ordered)
+    return sorted(k for k, v in NEST_KINDS.items()
+                  if v.runtime_sizes == runtime_sizes and not v.ordered and v.default)
 
 
 def order_invariant_kinds() -> list:
     """The kinds drawn by default: every schedule of them is legal."""
-    return sorted(k for k, v in NEST_KINDS.items() if not v.ordered)
+    return sorted(k for k, v in NEST_KINDS.items() if not v.ordered and v.default)
+
+
+def narrow_kinds() -> list:
+    """The kinds of narrow element types (int8, uint8, int16, bfloat16) with wider accumulators:
+    not drawn by default; the fuzz driver draws them through accpy.testing's strategies."""
+    return sorted(k for k, v in NEST_KINDS.items() if not v.default)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class NestSpec:
         lay = self.layouts or ("FIRST_MAJOR",) * k.n_arrays
         fields = dict(zip(k.size_names, self.sizes))
         fields["T"] = f"acc.ScalarType.{self.dtype}"
+        fields["ACC"] = f"acc.ScalarType.{ACCUMULATOR.get(self.dtype, self.dtype)}"
         for n, lo in enumerate(lay):
             fields[f"L{n}"] = f"acc.Array.Layout.{lo}"
         return k.template.format(**fields)
@@ -65,6 +74,9 @@ class NestSpec:
             " layouts=" + "/".join("F" if x == "FIRST_MAJOR" else "L" for x in self.layouts)
         return f"{self.kind}({sizes}) {self.dtype}{lay}"
 
+
+# the wider type a narrow one accumulates in (a template's {ACC})
+ACCUMULATOR = {"int8": "int32", "uint8": "int32", "int16": "int32", "bfloat16": "float32", "float16": "float32"}
 
 EXTENT = (1, 13)  # includes 1, primes, and sizes that nothing divides
 SMALL = (1, 5)
@@ -222,3 +234,43 @@ values = {{M: {M}, N: {N}}}
 schedule = nest.create_schedule()
 '''
 nest_kind("rowmax_dyn", _ROWMAX_DYN, "MN", (EXTENT, EXTENT), 2, runtime_sizes=True)
+
+
+# narrow element types: products accumulated in a wider type (int8 / uint8 / int16 -> int32,
+# bfloat16 -> float32), the caches drawn in VNNI order and column panels; and element-wise
+# arithmetic in the narrow type itself (values stay small: no overflow)
+NARROW = ("int8", "uint8", "int16", "bfloat16", "float32", "int32")
+
+_QMATMUL = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {K}), layout={L0}, name="A")
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({K}, {N}), layout={L1}, name="B")
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={ACC}, shape=({M}, {N}), layout={L2}, name="C")
+nest = acc.Nest(shape=({M}, {N}, {K}))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] += acc.cast(A[i, k], {ACC}) * acc.cast(B[k, j], {ACC})
+
+nests, args = [nest], (A, B, C)
+schedule = nest.create_schedule()
+'''
+nest_kind("qmatmul", _QMATMUL, "MNK", ((1, 12), (1, 20), (1, 12)), 3, dtypes=NARROW, default=False)
+
+_QELEMENTWISE = '''
+A = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {N}), layout={L0}, name="A")
+B = acc.Array(role=acc.Role.INPUT, element_type={T}, shape=({M}, {N}), layout={L1}, name="B")
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M}, {N}), layout={L2}, name="C")
+D = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type={T}, shape=({M}, {N}), layout={L3}, name="D")
+nest = acc.Nest(shape=({M}, {N}))
+i, j = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] = A[i, j] + B[i, j]
+    D[i, j] = acc.max(D[i, j], A[i, j] - C[i, j])
+
+nests, args = [nest], (A, B, C, D)
+schedule = nest.create_schedule()
+'''
+nest_kind("qelementwise", _QELEMENTWISE, "MN", ((1, 9), (1, 40)), 4, dtypes=NARROW, default=False)

@@ -11,35 +11,45 @@ from .run import OutOfBounds, OverBudget, PYTHON_LOOP_BUDGET
 class _Mem:
     """A buffer as bounds-checked linear memory: element (i, j, ...) is at sum(index * stride)."""
 
-    __slots__ = ("flat", "shape", "strides", "name")
+    __slots__ = ("flat", "shape", "strides", "name", "group", "panel", "panel_stride")
 
-    def __init__(self, array, shape, strides, name):
+    def __init__(self, array, shape, strides, name, group=1, panel=1, panel_stride=0):
         self.flat = array.ravel(order="K") if array.ndim else array.reshape(1)
         if array.size and not np.shares_memory(self.flat, array):
             raise AssertionError(f"{name}: not a contiguous array")
         self.shape, self.strides, self.name = tuple(shape), tuple(strides), name
+        # rows in VNNI groups / columns in panels (a cache's layout: accpy.ir.affine.element_offset)
+        self.group, self.panel, self.panel_stride = group, panel, panel_stride
 
     @staticmethod
-    def alloc(shape, strides, dtype, name):
+    def alloc(shape, strides, dtype, name, group=1, panel=1, panel_stride=0):
         size = 1
         for s in shape:
             size *= max(int(s), 0)
-        return _Mem(np.zeros(size, dtype=dtype), shape, strides, name)
+        return _Mem(np.zeros(size, dtype=dtype), shape, strides, name, group, panel, panel_stride)
 
     def _offset(self, idx):
         if isinstance(idx, _Loose):
             return self._loose_offset(idx)
         off = 0
+        last = len(idx) - 1
         for k, (i, n, st) in enumerate(zip(idx, self.shape, self.strides)):
             if not 0 <= i < n:
                 raise OutOfBounds(f"{self.name}{[int(x) for x in idx]} is out of bounds (shape {list(self.shape)})")
-            off += i * st
+            if self.group > 1 and k == last - 1:  # row r of a group: (r // g) * stride + r % g
+                off += (i // self.group) * st + i % self.group
+            elif self.panel > 1 and k == last:  # column c: (c // P) * panel_stride + (c % P) * stride
+                off += (i // self.panel) * self.panel_stride + (i % self.panel) * st
+            else:
+                off += i * st
         return off
 
     def _loose_offset(self, idx):
         """The linear offset of a subscript that names a counter no longer bound (see `_Loose`):
         the same for both values of the counter, and inside the buffer (a per-subscript check
         would be wrong: the subscripts only make sense summed, as the C code sums them)."""
+        if self.group > 1 or self.panel > 1:
+            raise NotImplementedError(f"{self.name}: subscripts naming removed loop counters in a grouped layout")
         offs = [sum(int(i) * st for i, st in zip(ix, self.strides)) for ix in (idx.at0, idx.at1)]
         if offs[0] != offs[1]:
             raise AssertionError(f"the address of {self.name}{list(idx.at0)} moves with {idx.names}, counters "
@@ -96,7 +106,7 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
     """
     from accpy.ir import vector as V
     from accpy.ir.expr import BinOp, Buffer, Call, Cast, Const, Load, UnOp, Var
-    from accpy.ir.stmt import Alloc, Block, Comment, Evaluate, For, If, Store
+    from accpy.ir.stmt import Alloc, Block, Comment, Evaluate, For, If, Prefetch, Store
     from accpy.ir.types import ScalarType
     from accpy.ir.visitor import free_vars, substitute
     from accpy.nest import reference as R
@@ -121,12 +131,23 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
             return self.vnames[v.uid]
 
         def lanewise(self, make, operands, dtypes):
-            """`[scalar(x, y, ...) for x, y, ... in zip(vectors)]` with the reference's scalar code."""
+            """`[scalar(x, y, ...) for x, y, ... in zip(vectors)]` with the reference's scalar code.
+            (Lanes hold what memory holds: bfloat16 lanes its bit patterns, as the reference's Vars.)"""
             xs = [Var(f"x{k}", t) for k, t in enumerate(dtypes)]
-            body = self.expr(make(*xs))
+            made = make(*xs)
+            body = self.bits(made.dtype, self.expr(made))
             params = ", ".join(self.name(x) for x in xs)
             vecs = ", ".join(self.expr(o) for o in operands)
             return f"[(lambda {params}: {body})(*_z) for _z in zip({vecs})]"
+
+        @staticmethod
+        def bits(dtype, value: str) -> str:
+            """A scalar value as memory holds it (bfloat16: its pattern)."""
+            return f"_bf16_bits({value})" if dtype is ScalarType.bfloat16 else value
+
+        @staticmethod
+        def value(dtype, held: str) -> str:
+            return f"_bf16_value({held})" if dtype is ScalarType.bfloat16 else held
 
         def sub(self, idx):
             named = set().union(*(free_vars(i) for i in idx)) & loose if loose and idx else set()
@@ -137,12 +158,12 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
 
         def expr(self, e):
             if isinstance(e, Load):
-                return f"{self.buf(e.buffer)}.ld({self.sub(e.indices)})"
+                return self.value(e.buffer.dtype, f"{self.buf(e.buffer)}.ld({self.sub(e.indices)})")
             if isinstance(e, V.VLoad):
                 cnt = "None" if e.count is None else self.index(e.count)
                 return f"{self.buf(e.buffer)}.vld({self.sub(e.indices)}, {e.lanes}, {cnt}, {e.stride})"
             if isinstance(e, V.Broadcast):
-                return f"[{self.expr(e.value)}] * {e.lanes}"
+                return f"[{self.bits(e.value.dtype, self.expr(e.value))}] * {e.lanes}"
             if isinstance(e, V.VVar):
                 return self.vvar(e)
             if isinstance(e, V.VMask):
@@ -167,8 +188,9 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
             if isinstance(e, V.HReduce):
                 op = {"hadd": "add", "hmul": "mul", "hmin": "min", "hmax": "max"}[e.op]
                 x, y = Var("hx", e.dtype), Var("hy", e.dtype)
-                body = self.expr(BinOp(op, x, y, e.dtype))
-                return f"_fold(lambda {self.name(x)}, {self.name(y)}: {body}, {self.expr(e.value)})"
+                body = self.bits(e.dtype, self.expr(BinOp(op, x, y, e.dtype)))
+                folded = f"_fold(lambda {self.name(x)}, {self.name(y)}: {body}, {self.expr(e.value)})"
+                return self.value(e.dtype, folded)
             return super().expr(e)
 
     g = Gen()
@@ -193,12 +215,13 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
         elif isinstance(s, Store):
             value = s.value if s.reduce is None else BinOp(s.reduce, Load(s.buffer, s.indices), s.value,
                                                               s.buffer.dtype)
-            lines.append(f"{pad}{g.buf(s.buffer)}.st({g.sub(s.indices)}, {g.expr(value)})")
+            lines.append(f"{pad}{g.buf(s.buffer)}.st({g.sub(s.indices)}, {g.bits(s.buffer.dtype, g.expr(value))})")
         elif isinstance(s, Alloc):
             shape = ", ".join(g.index(x) for x in s.buffer.shape)
             strides = ", ".join(g.index(x) for x in s.buffer.strides)
-            lines.append(f"{pad}{g.buf(s.buffer)} = _Mem.alloc(({shape},), ({strides},), "
-                         f"np.{s.buffer.dtype.dtype.name}, {s.buffer.name!r})")
+            b = s.buffer
+            lines.append(f"{pad}{g.buf(b)} = _Mem.alloc(({shape},), ({strides},), "
+                         f"np.{b.dtype.dtype.name}, {b.name!r}, {b.group}, {b.panel}, {b.panel_stride})")
             emit(s.body, depth)
         elif isinstance(s, V.VDecl):
             for v in s.vars:
@@ -212,6 +235,8 @@ def plan_ir_to_python(fn, budget: int = PYTHON_LOOP_BUDGET):
                          f"{s.stride})")
         elif isinstance(s, Comment):
             lines.append(f"{pad}pass  # {s.text}")
+        elif isinstance(s, Prefetch):  # (changes no value)
+            lines.append(f"{pad}pass")
         elif isinstance(s, Evaluate):
             lines.append(f"{pad}{g.expr(s.value)}")
         else:
