@@ -79,6 +79,17 @@ def _parameter_name(p) -> str:
     return p.name if isinstance(p, Parameter) else str(p)
 
 
+def _check_parameter_names(parameters: dict) -> None:
+    """Two parameters of one name would be one entry of the .hat's record (and of the name hash)."""
+    seen: dict = {}
+    for p in parameters:
+        name = _parameter_name(p)
+        if name in seen and seen[name] is not p:
+            raise ValueError(f"parameters: two different parameters are named {name!r}; the package records "
+                             f"values by name, so give them different names")
+        seen[name] = p
+
+
 def _parameter_value(v):
     """Values as recorded in the .hat and the name hash: indices by name."""
     from ..nest.logic import Index
@@ -281,6 +292,7 @@ class Package:
             raise TypeError("parameters: expected a dict (or a list of dicts)")
         if isinstance(parameters, list):
             return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
+        _check_parameter_names(parameters or {})
         from ..nest.parameters import parameter_values
 
         from .allocating import split_allocating

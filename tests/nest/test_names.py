@@ -335,3 +335,43 @@ def test_package_names_over_the_documented_length_are_refused(tmp_path):
     y = np.zeros(4, np.float32)
     lib.f(np.ones(4, np.float32), y)
     assert (y == 1).all()
+
+
+@pytest.mark.parametrize("pname", ["a b", 'x"y', "*/ int x; /*", "é", "%s%n", "a\\"])
+def test_parameter_names_are_text_recorded_verbatim(tmp_path, pname):
+    """A parameter's name never becomes C code: any text works, in the .hat, the header comment
+    and the variants of the loaded package."""
+    import tomllib
+
+    P = acc.Parameter(pname)
+    nest, args = _small()
+    s = nest.create_schedule()
+    s.split(nest.indices[0], P)
+    pkg = acc.Package()
+    fns = pkg.add(s, args=args, base_name="v", parameters=[{P: 2}, {P: 3}])
+    lib = pkg.build("pp", output_dir=tmp_path, python_module=False)
+    assert lib.variants == {fns[0].name: {pname: 2}, fns[1].name: {pname: 3}}
+    hat = tomllib.loads((tmp_path / "pp.hat").read_text(encoding="utf-8"))
+    assert hat["functions"][fns[1].name]["auxiliary"]["accpy"]["parameters"] == {pname: 3}
+    y = np.zeros(4, np.float32)
+    getattr(lib, fns[0].name)(np.ones(4, np.float32), y)
+    assert (y == 1).all()
+
+
+def test_two_parameters_of_one_name_are_refused_at_add():
+    P, Q = acc.Parameter("P"), acc.Parameter("P")
+    X = acc.Array(role=acc.Role.INPUT, name="X", shape=(12, 12))
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, name="Y", shape=(12, 12))
+    nest = acc.Nest(shape=(12, 12))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i, j] += X[i, j]
+
+    s = nest.create_schedule()
+    s.split(i, P)
+    s.split(j, Q)
+    with pytest.raises(ValueError, match=r"^parameters: two different parameters are named 'P'; the package records "
+                                         r"values by name, so give them different names$"):
+        acc.Package().add(s, args=(X, Y), base_name="v", parameters={P: 2, Q: 3})
