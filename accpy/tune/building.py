@@ -5,6 +5,7 @@ loads, and the records of builds that failed. Runs in a building process: a fork
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -21,12 +22,13 @@ def host_name() -> str:
 def where() -> dict:
     """The machine (and, on a Dask cluster, the worker) running this task."""
     out = {"host": host_name()}
-    try:
-        from distributed import get_worker
+    if "distributed" in sys.modules:  # (a Dask worker has imported it: importing it here costs a second)
+        try:
+            from distributed import get_worker
 
-        out["worker"] = get_worker().address
-    except (ImportError, ValueError):
-        pass
+            out["worker"] = get_worker().address
+        except (ImportError, ValueError):
+            pass
     return out
 
 

@@ -80,12 +80,27 @@ def _start(problem: tuple, index: int, key: str, want_reference: bool, timeout: 
     return _Build(index, key, pid, r, None if timeout is None else time.monotonic() + timeout)
 
 
+# what a build imports on first use, imported before forking so that children do not each import it
+_WARM = ("z3", "accpy.lower", "accpy.plan.lowering", "accpy.package.calls", "accpy.tune.data")
+
+
+def _warm() -> None:
+    import importlib
+
+    for name in _WARM:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # (a module renamed: its children import it, as before)
+            pass
+
+
 def build_in_children(problem: tuple, jobs: list, want_reference: bool, build_timeout: Optional[float],
                       width: Optional[int] = None) -> Iterator[tuple]:
     """Build `jobs` ([(index, key)] of variants of `problem`), at most `width` at once (default: one
     per core), each in its own child process; yields (index, record) as each ends: built,
     build_error, crashed (with the signal or exit code) or timeout (past `build_timeout` s, None: no limit)."""
     width = width or os.cpu_count() or 1
+    _warm()
     waiting = list(jobs)
     running: dict = {}  # fd -> _Build
     try:

@@ -303,7 +303,8 @@ def _handle(msg: dict, st: _State) -> dict:
         s = objective.sample(call, pkg, calls)
         bad = invalid_sample(s)
         if bad:  # kept as the objective gave it (as text when it is not a number)
-            return {"invalid": bad, "value": float(s) if isinstance(s, numbers.Real) else repr(s)}
+            number = isinstance(s, numbers.Real) and not isinstance(s, bool)
+            return {"invalid": bad, "value": float(s) if number else repr(s)}
         samples.append(float(s))
     reply["samples"] = samples
     reply["calls"] = calls
