@@ -87,8 +87,9 @@ class Cache:
             return n - next(k for k, d in enumerate(order) if d is ix)
 
         def check_level(lv, what):
-            if not isinstance(lv, int) or isinstance(lv, bool) or lv < 1 or lv > n:
+            if not isinstance(lv, (int, np.integer)) or isinstance(lv, bool) or lv < 1 or lv > n:
                 raise ValueError(f"{what}: expected an integer level in 1..{n}, got {lv!r}")
+            return int(lv)
 
         if max_elements is not None:
             max_elements = _positive_int(max_elements, "max_elements", "an integer > 0 (elements)")
@@ -97,12 +98,12 @@ class Cache:
         if index is not None:
             level = level_of(index, "index")
         elif level is not None:
-            check_level(level, "level")
+            level = check_level(level, "level")
             index = order[n - level]
         if trigger_index is not None:
             trigger_level = level_of(trigger_index, "trigger_index")
         elif trigger_level is not None:
-            check_level(trigger_level, "trigger_level")
+            trigger_level = check_level(trigger_level, "trigger_level")
             trigger_index = order[n - trigger_level]
         if trigger_level is not None and level is not None and level > trigger_level:
             raise ValueError(f"cache: the trigger level ({trigger_level}) must be >= the cache level ({level})")

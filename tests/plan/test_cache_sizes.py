@@ -162,3 +162,12 @@ def test_flags_are_booleans(what, bad):
     plan = nest.create_plan()
     with pytest.raises(TypeError, match=rf"^{what}: expected True or False, got {type(bad).__name__} {bad!r}$"):
         plan.cache(args[0], index=i, **{what: bad})
+
+
+def test_levels_may_be_numpy_integers():
+    nest, args, (i, j) = _kernel()
+    plan = nest.create_plan()
+    c = plan.cache(args[1], level=np.int64(1))
+    assert c.level == 1 and type(c.level) is int and c.index is j
+    with pytest.raises(ValueError, match=r"^level: expected an integer level in 1\.\.2, got np\.int64\(3\)$"):
+        nest.create_plan().cache(args[1], level=np.int64(3))
