@@ -1,9 +1,12 @@
 """`acc.tune`: build every variant of a parameter grid, check each once, measure, keep the fastest.
 
-Work runs on a `concurrent.futures.Executor` (local processes by default) or a Dask
-`distributed.Client`: builds in parallel, then measurement rounds in which every variant
-still in the race takes one sample, in a shuffled order (so that drift in the machine's
-speed hits all variants alike), each measurement holding its host's lock.
+Work runs on a `concurrent.futures.Executor` or a Dask `distributed.Client` (by default, each
+build in a forked child process and measurements in this process's measuring process):
+builds in parallel, then measurement rounds in which every variant still in the race takes
+one sample, in a shuffled order (so that drift in the machine's speed hits all variants
+alike), each measurement holding its host's lock. No stage of a variant runs in the caller or
+in an executor's worker itself, so a variant that crashes or hangs is recorded and the others
+are tuned.
 """
 from __future__ import annotations
 
