@@ -375,3 +375,26 @@ def test_two_parameters_of_one_name_are_refused_at_add():
     with pytest.raises(ValueError, match=r"^parameters: two different parameters are named 'P'; the package records "
                                          r"values by name, so give them different names$"):
         acc.Package().add(s, args=(X, Y), base_name="v", parameters={P: 2, Q: 3})
+
+
+def test_names_that_collide_once_spelled_in_ascii_get_suffixes(tmp_path):
+    Bébé = acc.Array(role=acc.Role.INPUT, shape=(4,))
+    Bebe = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
+    Çà = acc.Array(role=acc.Role.INPUT, shape=(4,), name="Ca")  # explicit: kept; the inferred one yields
+    Ca = acc.Array(role=acc.Role.INPUT, shape=(4,))
+    nest = acc.Nest(shape=(4, 3))
+    ï, i = nest.get_indices()  # both `i` in C
+
+    @nest.iteration_logic
+    def _():
+        Bebe[ï] += Bébé[ï] * Çà[ï] + Ca[ï] * acc.cast(i, acc.ScalarType.float32)
+
+    assert (Bébé.name, Bebe.name, Ca.name) == ("Bebe", "Bebe", "Ca")
+    pkg = acc.Package()
+    pkg.add(nest, args=(Bébé, Bebe, Ca, Çà), base_name="f")
+    lib = pkg.build("col", output_dir=tmp_path, python_module=False)
+    assert "(const float* Bebe, float* Bebe_1, const float* Ca_1, const float* Ca)" in (tmp_path / "col.h").read_text()
+    x, y, z, w = (np.arange(4, dtype=np.float32) + k for k in range(4))
+    want = y + 3 * x * w + z * 3  # (i = 0, 1, 2)
+    lib.f(x, y, z, w)
+    np.testing.assert_allclose(y, want)
