@@ -126,3 +126,7 @@ def test_dask_local_cluster_survives_every_bad_variant(tmp_path, monkeypatch):
         r, pid_dir = _tune(tmp_path, client)
         _check(r, pid_dir)
         assert set(client.run(os.getpid).values()) == workers  # no worker died: none was replaced
+        from accpy.tune.tune import _executor_of
+
+        with _executor_of(client) as ex:  # a failed task is recorded, never run again
+            assert ex._kwargs == {"pure": False, "retries": 0}
