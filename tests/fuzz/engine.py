@@ -20,6 +20,9 @@ from typing import Optional
 
 def _serve(conn, run_job) -> None:
     os.setsid()  # our own process group: killing it ends the compilers we started too
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash is reported, not dumped (that takes seconds)
     import warnings
 
     warnings.simplefilter("ignore")  # (accpy's advice on plans is not a fuzz result)

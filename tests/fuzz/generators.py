@@ -143,7 +143,7 @@ def refusal_reason(error_text: str):
     if not m:
         return None
     msg = re.sub(r"\b[a-z]\d*(?:_\w+)?\b(?=[,)\]:])", "<ix>", m.group(2))  # vectorize(j1): -> vectorize(<ix>):
-    msg = re.sub(r"\d+", "N", msg)
+    msg = re.sub(r"\b\d+\b", "N", msg)
     return f"{m.group(1)}: {msg[:150]}"
 
 
