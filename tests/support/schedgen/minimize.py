@@ -131,6 +131,13 @@ LEGITIMATE_REJECTIONS = [
      "rational bounds): the inner cache's subscripts are not affine", False),
     (r"ScheduleError: unrolling loop \w+ would emit more than \d+ copies",
      "the unrolled loops together have too many iterations", False),
+    # (the generator vectorizes only the innermost index under a budget cache, but even there the
+    # block can be smaller than one vector's iterations: then its copies are in the vectorized loop)
+    (r"ScheduleError: vectorize\(\w+\): \w+_cache is written and read at different elements in the loop",
+     "a budget cache (max_elements) whose key-slice, chosen when lowering, lies inside the vectorized loop: "
+     "its copies would be in the loop", False),
+    (r"ScheduleError: vectorize\(\w+\): two statements reduce into the same element of \w+_cache",
+     "a budget cache (max_elements) of one element inside the vectorized loop: every iteration writes it", False),
 ]
 
 
