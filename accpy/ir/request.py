@@ -32,6 +32,7 @@ class CacheRequest:
     vnni: bool = False  # rows of the second-to-last dimension grouped by 32 bits (Buffer.group)
     panel_width: int = 1  # the block's columns in panels of this many (Buffer.panel)
     locality: Optional[int] = None  # a target memory's loads: how near the core the source's lines stay
+    notes: list = field(default_factory=list)  # what lowering changed in the request, and why (Cache.notes)
 
     @property
     def budget(self) -> bool:

@@ -196,8 +196,11 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
         # whole groups of rows, whole blocks of the instructions that read the cache
         shape[-2] = -(-shape[-2] // info.block_rows) * info.block_rows
         shape[-1] = -(-shape[-1] // info.block_cols) * info.block_cols
-    if info.panel > 1:  # whole panels, none wider than the block's rows (a wider one would only pad them)
-        info.panel = min(info.panel, shape[-1])
+    if info.panel > shape[-1] > 0:  # no panel wider than the block's rows: a wider one would only pad them
+        info.cache.notes.append(f"panel_width={info.panel} clamped to {shape[-1]}: the block's rows are "
+                                  f"{shape[-1]} long")
+        info.panel = shape[-1]
+    if info.panel > 1:  # whole panels
         shape[-1] = -(-shape[-1] // info.panel) * info.panel
     lead_shape = []
     if info.trigger_var is not None:

@@ -242,7 +242,7 @@ def _checked_panel_width(width, array, layout, location, max_elements, double_bu
     A width above the array's columns (its last dimension, where that is a number) is clamped to
     them: no block is wider, and a panel wider than its block only pads it (the cache's rows would
     be `panel_width` long, allocated on every call). The lowering clamps again, to the block
-    itself (lower/cache.py), where the block is narrower than the array.
+    itself (lower/cache.py), where the block is narrower than the array; both say so in `notes`.
     """
     from ..nest.array import Array
 

@@ -89,10 +89,12 @@ def lowering_request(plan, args=None) -> LoweringRequest:
 
 
 def record_resolved(plan, request: LoweringRequest) -> None:
-    """Budget caches keep the level lowering picked (their `index` and `level` show it)."""
+    """Budget caches keep the level lowering picked (their `index` and `level` show it); every cache
+    the notes lowering made on its request."""
     space = plan.schedule.space
     n = len(space.dims)
     for c, r in zip(plan.caches, request.caches):
+        c.notes += [n for n in r.notes if n not in c.notes]  # (e.g. a panel clamped to its block)
         if c.budget and r.resolved_level is not None:
             c._resolved = r.resolved_level
             c.index = space.dims[n - r.resolved_level].index if r.resolved_level > 0 else None  # 0: one iteration

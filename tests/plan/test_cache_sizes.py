@@ -1,6 +1,6 @@
 """Sizes given to `plan.cache` are checked when the cache is requested: a panel wider than the
-array is clamped to its columns (the reason shown by repr(plan)), a panel wider than the block
-to the block's rows at lowering; zero, negative and non-integer sizes are refused, naming the
+array is clamped to its columns, a panel wider than the block to the block's rows at lowering
+(either reason kept in `cache.notes` and shown by repr(plan)); zero, negative and non-integer sizes are refused, naming the
 argument and the value. A clamped cache allocates no more than its block, and computes the
 same values."""
 from __future__ import annotations
@@ -85,6 +85,10 @@ def test_a_panel_wider_than_the_block_is_clamped_to_the_block_at_lowering():
         c = plan.cache(args[1], index=index, panel_width=32)
         assert (c.panel_width, c.notes) == (32, [])  # (the array is wider: the block is known at lowering)
         assert _cache_elements(plan.emit_c("k")) == block  # (was 8 * 32 and 32: rows padded to a panel)
+        assert c.notes == ["panel_width=32 clamped to 8: the block's rows are 8 long"]  # (recorded by lowering)
+        assert "note: panel_width=32 clamped to 8: the block's rows are 8 long" in repr(plan)
+        plan.emit_c("k")
+        assert len(c.notes) == 1  # (lowering again adds nothing)
         from accpy.testing import assert_matches_reference
 
         assert_matches_reference(plan, args)
@@ -99,6 +103,7 @@ def test_runtime_sized_arrays_are_clamped_at_lowering(tmp_path):
     c = plan.cache(args[3], index=ii, panel_width=10 ** 6)
     assert (c.panel_width, c.notes) == (10 ** 6, [])  # (the columns are not known before the call)
     assert _cache_elements(plan.emit_c("k")) == 4 * 8
+    assert c.notes == ["panel_width=1000000 clamped to 8: the block's rows are 8 long"]
     pkg = acc.Package()
     pkg.add(plan, args=args, base_name="k")
     lib = pkg.build("rt", output_dir=tmp_path, python_module=False)
