@@ -220,7 +220,7 @@ def arrays(args, *, max_size: int = 8, int_range: tuple = (-4, 4), float_range: 
     a numpy array (the array's shape, element type and layout), an int for a runtime
     Dimension (1..`max_size`), a number for a Scalar, a one-element int64 array for an
     OUTPUT dimension. Integers lie in `int_range` (small enough to stay exact), floats in
-    `float_range`. Values come from a numpy generator seeded by the example (fast for big
+    `float_range` (bfloat16 arrays: the bit patterns of such values). Values come from a numpy generator seeded by the example (fast for big
     arrays; hypothesis shrinks the sizes and the seed)."""
     st = hypothesis_strategies()
     from ..nest.array import Array, Dimension, OutputDimension, Scalar

@@ -142,7 +142,7 @@ def refusal_reason(error_text: str):
     m = _REFUSAL.match(last.strip())
     if not m:
         return None
-    msg = re.sub(r"\b[a-z]\d*(?:_\w+)?\b(?=[,)\]:])", "<ix>", m.group(2))  # vectorize(j1): -> vectorize(<ix>):
+    msg = re.sub(r"(\w\()[A-Za-z_]\w*(\))", r"\1<ix>\2", m.group(2))  # vectorize(j1): -> vectorize(<ix>):
     msg = re.sub(r"\b\d+\b", "N", msg)
     return f"{m.group(1)}: {msg[:150]}"
 
