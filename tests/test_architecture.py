@@ -37,6 +37,8 @@ FACADES = {
     ("accpy.schedule.schedule", "create_plan", "accpy.plan.plan"),  # schedule.create_plan()
     ("accpy.schedule.schedule", "to_python", "accpy.lower"),  # schedule.to_python(unswitched=True)
     ("accpy.plan.plan", "lower", "accpy.lower"),  # plan.lower(): the loop IR (vectorize's check uses it)
+    # plan.vectorize(): the vector operations its lanes need, found as the vectorizer finds them
+    ("accpy.plan.plan", "_vectorize", "accpy.lower.vector_check"),
     ("accpy.plan.plan", "emit_c", "accpy.codegen.c"),  # plan.emit_c()
 }
 

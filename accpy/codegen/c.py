@@ -239,9 +239,7 @@ class CEmitter(VectorEmitter):
                 raise NotImplementedError(f"float op {op}")
             return f"(({c_type(t)}){s})" if _narrow(t) else _bf16(t, s)
         # integers (and bool)
-        if op == "mul" and t is ScalarType.uint16:  # (promoted to int, 65535 * 65535 would overflow)
-            s = f"((uint32_t){a} * (uint32_t){b})"
-        elif op in _ARITH:
+        if op in _ARITH:
             s = f"({a} {_ARITH[op]} {b})"
         elif op in ("div", "floordiv", "mod", "shl", "shr", "min", "max", "pow"):
             s = f"accpy_{op}_{sfx}({a}, {b})"
