@@ -239,7 +239,7 @@ def test_the_alias_of_a_parameter_grid_lists_the_variants(tmp_path):
 
 _UNICODE_SCRIPT = r'''
 import sys, faulthandler, tempfile
-faulthandler.dump_traceback_later(100, exit=True)  # (a hang prints where it is, then exits non-zero)
+faulthandler.dump_traceback_later(50, exit=True)  # (a hang prints where it is, then exits non-zero)
 import numpy as np
 import accpy as acc
 
@@ -276,7 +276,7 @@ def test_unicode_names_of_indices_and_arrays_build_and_do_not_hang(tmp_path):
     script.write_text(_UNICODE_SCRIPT, encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(Path(acc.__file__).parent.parent), PYTHONIOENCODING="utf-8")
     try:
-        p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+        p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90, env=env,
                            encoding="utf-8")
     except subprocess.TimeoutExpired as e:  # pragma: no cover - the regression itself
         pytest.fail(f"building a kernel with unicode names hung: {e.stderr}")
