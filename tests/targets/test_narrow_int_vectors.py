@@ -314,3 +314,86 @@ def test_narrow_values_next_to_int32_keep_the_widened_lanes(dtype, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # (AVX2: left to the C compiler, saying so)
         check_against_numpy_and_reference(plan_for(acc.Target.HOST), (A, O), [a, o], {"O": want})
+
+
+# -- random expressions: refused at vectorize, or built as vector code that matches the reference --
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+BUILT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "min": lambda a, b: acc.min(a, b), "max": lambda a, b: acc.max(a, b),
+         "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+# no x86 vector instruction: the loop is refused when vectorize is called
+MISSING = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "shl": lambda a, b: a << b}
+COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+           "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+
+
+def _trees(missing: bool):
+    leaf = st.sampled_from([("load", "A"), ("load", "B"), ("load", "C")])
+    binary = sorted(BUILT) + (sorted(MISSING) if missing else [])
+
+    def grow(sub):
+        operand = st.one_of(sub, st.integers(0, 100).map(lambda c: ("const", c)))
+        return st.one_of(
+            st.tuples(st.sampled_from(binary), sub, operand),
+            st.tuples(st.sampled_from(["neg", "abs"] + (["invert"] if missing else [])), sub),
+            st.tuples(st.just("select"), st.sampled_from(sorted(COMPARE)), sub, operand, sub, sub))
+
+    return st.recursive(leaf, grow, max_leaves=6)
+
+
+def _value(tree, loads):
+    kind = tree[0]
+    if kind == "load":
+        return loads[tree[1]]
+    if kind == "const":
+        return tree[1]
+    if kind in ("neg", "abs", "invert"):
+        a = _value(tree[1], loads)
+        return -a if kind == "neg" else acc.abs(a) if kind == "abs" else ~a
+    if kind == "select":
+        _, cmp, x, y, a, b = tree
+        return acc.select(COMPARE[cmp](_value(x, loads), _value(y, loads)), _value(a, loads), _value(b, loads))
+    return {**BUILT, **MISSING}[kind](_value(tree[1], loads), _value(tree[2], loads))
+
+
+def _uses_missing(tree) -> bool:
+    if tree[0] in MISSING or tree[0] == "invert":
+        return True
+    return any(isinstance(t, tuple) and _uses_missing(t) for t in tree[1:])
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(tree=_trees(missing=True), dtype=st.sampled_from(NARROW), n=st.integers(1, 80),
+       where=st.sampled_from(["host", "sse", "avx512"]), seed=st.integers(0, 2 ** 16))
+def test_random_expressions_are_refused_at_vectorize_or_built_right(tree, dtype, n, where, seed, tmp_path):
+    target = {"host": acc.Target.HOST, "sse": SSE, "avx512": AVX512}[where]
+    arrays = {k: acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(n,), name=k) for k in "ABC"}
+    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(n,), name="O")
+    nest = acc.Nest(shape=(n,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        O[i] = _value(tree, {k: a[i] for k, a in arrays.items()})
+
+    plan = nest.create_schedule().create_plan(target)
+    if _uses_missing(tree):
+        with pytest.raises(acc.ScheduleError, match=r"vectorize\(i\): target .* has no vector instruction for"):
+            plan.vectorize(i)
+        return
+    plan.vectorize(i)
+    code = vector_code(plan)
+    if where == "avx512":
+        compiles(code, AVX512, tmp_path)
+        return
+    args = (*arrays.values(), O)
+    data = [operands(dtype, n, seed + k)[0] for k in range(3)] + [np.zeros(n, dtype.dtype)]
+    got = run(plan, args, data)
+    ref = [x.copy() for x in data]
+    evaluate(plan.schedule.nests, dict(zip(args, ref)))
+    np.testing.assert_array_equal(got[-1], ref[-1])
