@@ -18,6 +18,9 @@ from multiprocessing.connection import wait
 from typing import Optional
 
 
+RECYCLE_AFTER = 40  # jobs, then a fresh process
+
+
 def _serve(conn, run_job) -> None:
     os.setsid()  # our own process group: killing it ends the compilers we started too
     import resource
@@ -48,6 +51,7 @@ class Worker:
         self.job = None
         self.deadline = None
         self.notes: list = []
+        self.jobs = 0  # jobs run by the current process
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("fork")
@@ -61,8 +65,12 @@ class Worker:
         return self.job is not None
 
     def submit(self, job, timeout: float) -> None:
+        if self.proc is not None and self.jobs >= RECYCLE_AFTER:
+            self.kill()  # (its memory holds every library it loaded)
         if self.proc is None or not self.proc.is_alive():
             self._start()
+            self.jobs = 0
+        self.jobs += 1
         self.job, self.notes = job, []
         self.deadline = time.monotonic() + timeout
         self.conn.send(job)

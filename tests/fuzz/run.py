@@ -32,6 +32,8 @@ for _p in (str(_HERE.parent.parent), str(_HERE.parent)):  # the repository, test
 
 from fuzz import engine, generators as G, replay as R  # noqa: E402
 
+SHOWN_FEATURES = ("int8", "uint8", "int16", "bfloat16", "vnni", "panels", "vectorize", "parallelize", "unroll",
+                  "cache", "avx2")
 SANITIZE_CHUNK = 10  # kernels per sanitized build
 SANITIZE_SECONDS = 25  # a chunk's time on a loaded 2-core machine (reserved from the time box)
 
@@ -79,6 +81,7 @@ class Stats:
     def __init__(self, gens):
         self.gens = gens
         self.kinds = {g: collections.Counter() for g in gens}
+        self.features = {g: collections.Counter() for g in gens}  # of the cases that ran fine
         self.refused = collections.Counter()  # (gen, reason) -> n
         self.failures: list = []  # (gen, batch index, Outcome)
         self.draw_failures: list = []  # a generator that hung or died while drawing (no case to show)
@@ -98,12 +101,28 @@ class Stats:
             elif o.kind in G.FAILING:
                 self.failures.append((gen, index, o))
                 print(f"[{gen} batch {index}] {o.kind.upper()}: {o.what}\n  {o.case.describe()}", flush=True)
-            elif o.kind == "ok" and keep:
+            if o.kind == "ok":
+                self.features[gen].update(features(o.case))
+            if o.kind == "ok" and keep:
                 self.sample_seen += 1
                 if len(self.sample) < keep:
                     self.sample.append(o.case)
                 elif (r := self.rng.randrange(self.sample_seen)) < keep:
                     self.sample[r] = o.case
+
+
+def features(case) -> set:
+    """What a case exercises, for the summary: its element type and plan features (VNNI, panels)."""
+    from support import schedgen as sg
+
+    out = {case.nest.dtype} | sg.plan_features(case)
+    for s in case.steps:
+        kw = dict(s.kwargs)
+        if s.op == "cache" and str(kw.get("layout", "")).endswith("VNNI"):
+            out.add("vnni")
+        if s.op == "cache" and kw.get("panel_width", 1) > 1:
+            out.add("panels")
+    return out
 
 
 def _batches(args, seed):
@@ -265,6 +284,9 @@ def summary(stats, seconds, san, paths, seed) -> str:
         c = stats.kinds[gen]
         lines.append(f"  {gen:9} {sum(c.values()):6} cases: {c['ok']} ok, {c['refused']} refused, "
                      f"{c['mismatch']} mismatches, {c['error']} errors, {c['hang']} hangs, {c['crash']} crashes")
+        shown = [f"{k} {n}" for k, n in sorted(stats.features[gen].items()) if k in SHOWN_FEATURES]
+        if shown:
+            lines.append(f"  {'':9} ran fine with: " + ", ".join(shown))
     for (gen, why), n in stats.refused.most_common():
         lines.append(f"  refused {n}x ({gen}): {why}")
     if san is not None:
