@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..errors import ScheduleError
 from ..ir.affine import cond_constraints
-from ..ir.stmt import If
+from ..ir.stmt import If, Store
 from ..ir.visitor import substitute_indices
 from .lanes import MissingVectorOp, NotVectorizable, lane_coef
 from .vector_shapes import shape_of_loop
@@ -68,6 +68,8 @@ def _stores(space, lane) -> list:
         if not any(a.coef(lane) for a in part.index_map.values()):
             continue
         for st in part.statements:
+            if not isinstance(st.assign, Store):
+                continue
             s = substitute_indices(st.assign, part.index_map)
             if isinstance(st.store, If) and cond_constraints(st.store.cond) is None:
                 # a condition on values: every lane computes, and blends (as the vectorizer does)
