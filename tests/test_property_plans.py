@@ -171,6 +171,26 @@ def test_minimized_regressions(tmp_path):
     assert rep.python_checked == len(cases)
 
 
+@pytest.mark.slow
+def test_vectorized_loops_of_every_extent_run_in_python_and_natively(tmp_path):
+    """The case of issue 33 (a vectorized reduction loop of one iteration) at every extent of
+    the vectorized loop, and a vectorized element-wise loop of 1..17 iterations (masked tails,
+    whole vectors, both): the lowered IR runs in Python for each, and both it and the native
+    kernel give the reference's results."""
+    code = """
+        schedule.skew(k, i)
+        schedule.skew(j, k)
+        cache0 = plan.cache(X, index=k)
+        plan.vectorize(k)"""
+    steps = sg.steps_from_code("\n".join(line.strip() for line in code.strip().splitlines()))
+    cases = [sg.Case(sg.NestSpec("maxreduce", (6, 8, K), "int32"), steps, seed=K) for K in range(1, 10)]
+    steps = sg.steps_from_code("plan.vectorize(j)")
+    cases += [sg.Case(sg.NestSpec("elementwise", (2, N), "float32"), steps, seed=N) for N in range(1, 18)]
+    rep = sg.check_plan_cases(cases, tmp_path, name="extents")
+    rep.raise_failures()
+    assert rep.executed == rep.python_checked == len(cases), rep.rejected
+
+
 # -- the generator itself ---------------------------------------------------------------------
 
 
