@@ -67,7 +67,7 @@ class _Vectorize(Mutator):
         if isa is None:
             what = dtype.name if dtype else "mixed element types"
             if dtype is not None and vector_shape(self.target, dtype) is not None:
-                what += " next to the wider types it is computed from"  # (lanes of its own width only)
+                what += " next to types of other widths"  # (it has lanes of its own width only)
             warnings.warn(f"vectorize({f.var.name}): no vector instructions for {what} on target "
                           f"{self.target.name}; leaving the loop to the C compiler's vectorizer", stacklevel=2)
             return For(f.var, f.lo, f.hi, f.body, LoopKind.SIMD, f.attrs)
