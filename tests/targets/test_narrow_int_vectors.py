@@ -231,6 +231,50 @@ def test_strided_lanes_and_conditions(dtype):
     check_against_numpy_and_reference(plan, (A, O), [a, np.zeros(n, dtype.dtype)], {"O": want})
 
 
+@pytest.mark.parametrize("dtype", [S.int8, S.uint8, S.int16], ids=lambda t: t.name)
+def test_runtime_sizes_and_split_tails(dtype):
+    """Rows of a runtime length N (whole vectors in a loop, then one masked tail, for any N) and a
+    split whose last block is partial, on the host."""
+    N = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(3, N), name="A")
+    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(3, N), name="O")
+    nest = acc.Nest(shape=(3, N))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        O[i, j] = acc.max(O[i, j] * A[i, j], A[i, j] - O[i, j])
+
+    plan = nest.create_schedule().create_plan(acc.Target.HOST)
+    plan.vectorize(j)
+    vector_code(plan)
+    for n in (0, 1, vector_shape(acc.Target.HOST, dtype).lanes, 77):
+        a = np.stack([operands(dtype, n, seed=k)[0] for k in range(3)]) if n else np.zeros((3, 0), dtype.dtype)
+        o = np.stack([operands(dtype, n, seed=k)[1] for k in range(3)]) if n else np.zeros((3, 0), dtype.dtype)
+        with np.errstate(over="ignore"):
+            want = np.maximum(o * a, a - o).astype(dtype.dtype)
+        check_against_numpy_and_reference(plan, (A, O, N), [a, o, np.int64(n)], {"O": want})
+
+    M = 45
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(M,), name="B")
+    nest2 = acc.Nest(shape=(M,))
+    k = nest2.get_indices()
+
+    @nest2.iteration_logic
+    def _():
+        B[k] = -B[k] + acc.abs(B[k])
+
+    sched = nest2.create_schedule()
+    kk = sched.split(k, 16)  # 45 = 2 x 16 + 13
+    plan2 = sched.create_plan(acc.Target.HOST)
+    plan2.vectorize(kk)
+    vector_code(plan2)
+    b = operands(dtype, M, seed=9)[0]
+    with np.errstate(over="ignore"):
+        want = (-b + (np.abs(b) if dtype.is_signed else b)).astype(dtype.dtype)
+    check_against_numpy_and_reference(plan2, (B,), [b], {"B": want})
+
+
 @pytest.mark.parametrize("target", [AVX512, I7, SSE], ids=["avx512", "avx2", "sse"])
 @pytest.mark.parametrize("dtype", [S.int8, S.uint16], ids=lambda t: t.name)
 def test_a_missing_operation_is_refused_at_vectorize(target, dtype):
