@@ -55,7 +55,7 @@ Extending it
 
 Random plans (unroll, vectorize, caches, parallelize) on top of random schedules: see the
 section "random PLANS" at the end (`draw_plan_case`, `random_plan_cases`, `plan_cases`,
-`check_plan_cases`, `plan_ir_to_python`), used by tests/test_property_plans.py.
+`check_plan_cases`, `plan_ir_to_python`), used by tests/plan/test_property_plans.py.
 """
 from __future__ import annotations
 
