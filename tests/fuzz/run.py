@@ -20,7 +20,9 @@ import collections
 import os
 import random
 import shutil
+import signal
 import sys
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -164,8 +166,6 @@ def _outcome(kind, data, case, timeout) -> G.Outcome:
 
 def _status(code) -> str:
     if code is not None and code < 0:
-        import signal
-
         try:
             return f"signal {signal.Signals(-code).name}"
         except ValueError:
@@ -305,6 +305,8 @@ def summary(stats, seconds, san, paths, seed) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if threading.current_thread() is threading.main_thread():  # killed (e.g. by CI): workers ended too
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2 ** 32)
     print(f"fuzz seed {seed} (the same cases again: python tests/fuzz/run.py --seed {seed}"
           f"{' --cases ' + str(args.cases) if args.cases is not None else ''} ...)", flush=True)
