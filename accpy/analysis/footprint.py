@@ -15,6 +15,11 @@ from ..ir.stmt import Block, For, If, Store
 from ..ir.types import ScalarType
 from ..ir.visitor import accesses
 from .polyhedra import Bound, ConstraintSet, bounds_expr, implies_ge
+from .smt import quasi_range
+
+
+class _NoPoints(Exception):
+    """The loops around an access have no integer point: it never runs."""
 
 
 class _Unbounded(ScheduleError):
@@ -72,11 +77,14 @@ def _collect(site: For, buf: Buffer) -> list:
 
 
 def _extreme(expr: Affine, cons: ConstraintSet, drop: list, upper: bool, ctx: ConstraintSet):
-    """Bounds on `expr` over the points of `cons` after projecting out `drop` (a list of Bounds)."""
+    """Bounds on `expr` over the points of `cons` after projecting out `drop` (a list of Bounds);
+    _NoPoints when `cons` is found to have no integer point."""
     t = Var("t")
     pr = cons.add(Affine.var(t) - expr, expr - Affine.var(t)).project_out(drop)
     if pr is None:
         raise ScheduleError("cache: the footprint is too complex to compute")
+    if pr.infeasible:
+        raise _NoPoints  # the access never runs (a piece unswitching left empty)
     lows, ups = pr.bounds(t)
     bs = ups if upper else lows
     outer = ctx.union_with(pr.without(t))
@@ -141,27 +149,19 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Foo
     rank = buf.rank
     los: list = [[] for _ in range(rank)]
     his: list = [[] for _ in range(rank)]
+    live = []
     for acc in accesses:
         cons = ConstraintSet(ctx_cons + [c for f in acc.chain for c in loop_constraints(f)])
         drop = [f.var for f in acc.chain]
-        for k, ix in enumerate(acc.indices):
-            a = to_affine(ix)
-            if a is None:
-                # quasi-affine (// and % by constants): `x // m + r` or `x % m + r` is bounded
-                # like an affine subscript (in the enclosing loops); others by the constant
-                # range z3 finds over the site's iterations (a box that may hold more than the
-                # block, never less)
-                bounds = _quasi_bounds(ix, cons, drop, ctx)
-                if bounds is not None:
-                    los[k].append(bounds[0])
-                    his[k].append(bounds[1])
-                    continue
-                rng = _quasi_range(ix, cons, buf.name, k)
-                los[k].append([Bound(Affine.constant(rng[0]), 1)])
-                his[k].append([Bound(Affine.constant(rng[1]), 1)])
-                continue
-            los[k].append(_extreme(a, cons, drop, False, ctx))
-            his[k].append(_extreme(a, cons, drop, True, ctx))
+        got = _access_bounds(acc, cons, drop, ctx, buf.name)
+        if got is not None:  # None: an access in a piece of no iterations touches nothing
+            live.append(acc)
+            for k, (lo, hi) in enumerate(got):
+                los[k].append(lo)
+                his[k].append(hi)
+    if not live:
+        return None
+    accesses = live
     lo_e, hi_e, lo_aff, hi_aff, ext_max = [], [], [], [], []
     for k in range(rank):
         # union over accesses: the smallest lower bound, the largest upper bound
@@ -191,6 +191,29 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Foo
     return Footprint(lo_e, hi_e, lo_aff, ext_max, reads, writes, full, ctx, hi_aff)
 
 
+def _access_bounds(acc, cons: ConstraintSet, drop: list, ctx: ConstraintSet, name) -> Optional[list]:
+    """Per dimension, (lower Bounds, upper Bounds) of one access's subscripts over its loops;
+    None when its loops are found to have no integer point."""
+    try:
+        return [_subscript_bounds(ix, k, cons, drop, ctx, name) for k, ix in enumerate(acc.indices)]
+    except _NoPoints:
+        return None
+
+
+def _subscript_bounds(ix, k: int, cons: ConstraintSet, drop: list, ctx: ConstraintSet, name) -> tuple:
+    a = to_affine(ix)
+    if a is not None:
+        return _extreme(a, cons, drop, False, ctx), _extreme(a, cons, drop, True, ctx)
+    # quasi-affine (// and % by constants): `x // m + r` or `x % m + r` is bounded like an
+    # affine subscript (in the enclosing loops); others by the constant range z3 finds over
+    # the site's iterations (a box that may hold more than the block, never less)
+    bounds = _quasi_bounds(ix, cons, drop, ctx)
+    if bounds is not None:
+        return bounds
+    low, high = quasi_range(ix, cons, name, k)
+    return [Bound(Affine.constant(low), 1)], [Bound(Affine.constant(high), 1)]
+
+
 def _quasi_bounds(ix, cons: ConstraintSet, drop: list, ctx: ConstraintSet) -> Optional[tuple]:
     """(lower Bounds, upper Bounds) of a subscript `x // m + r` (floor((x + m*r) / m), from the
     bounds of x + m*r) or `x % m + r` (r's bounds, and m - 1 above them), x and r affine; None
@@ -217,40 +240,6 @@ def _floor_div(num: Affine, m: int, lower: bool) -> Bound:
     if all(c % m == 0 for _, c in num.terms):
         return Bound(Affine({v: c // m for v, c in num.terms}, num.const // m), 1)
     return Bound(num - (m - 1), m) if lower else Bound(num, m)
-
-
-def _quasi_range(ix, cons: ConstraintSet, name: str, k: int) -> tuple:
-    """(min, max) of a quasi-affine subscript over a constraint set (z3), or ScheduleError."""
-    import z3
-
-    from ..analysis.smt import z3_affine, z3_index
-    from ..ir.affine import is_quasi_affine
-
-    if not is_quasi_affine(ix):
-        raise ScheduleError(f"cache of {name}: subscript {k} is not affine")
-    zv: dict = {}
-
-    def term(v):
-        if v not in zv:
-            zv[v] = z3.Int(f"{v.name}#{v.uid}")
-        return zv[v]
-
-    out = []
-    for minimize in (True, False):
-        opt = z3.Optimize()
-        opt.set("timeout", 5000)
-        for c in cons.cons:
-            opt.add(z3_affine(c, term) >= 0)
-        e = z3_index(ix, term)
-        h = opt.minimize(e) if minimize else opt.maximize(e)
-        if opt.check() != z3.sat:
-            raise ScheduleError(f"cache of {name}: could not bound subscript {k} (a `//` or `%` index)")
-        v = (opt.lower(h) if minimize else opt.upper(h))
-        if not z3.is_int_value(v):
-            raise ScheduleError(f"cache of {name}: subscript {k} (a `//` or `%` index) is unbounded over "
-                                f"the cache's block; cache at an index whose loops have constant extents")
-        out.append(v.as_long())
-    return out[0], out[1]
 
 
 def _union(ctx, singles, groups, lower: bool):

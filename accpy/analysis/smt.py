@@ -1,9 +1,12 @@
-"""The one bridge from affine forms to z3 terms (bounds proofs, dependences, cache privacy)."""
+"""The one bridge from affine forms to z3 terms (bounds proofs, dependences, cache privacy, the
+ranges of `//` and `%` subscripts)."""
 from __future__ import annotations
 
 from typing import Callable
 
-from ..ir.affine import Affine
+from ..errors import ScheduleError
+from ..ir.affine import Affine, is_quasi_affine
+from .polyhedra import ConstraintSet
 
 
 def z3_affine(a: Affine, term: Callable):
@@ -50,3 +53,34 @@ def z3_index(e, term: Callable):
             x = z3_index(e.a, term)
             return x / z3.IntVal(c) if e.op == "floordiv" else x % z3.IntVal(c)
     raise ValueError(f"not a quasi-affine index: {e!r}")
+
+
+def quasi_range(ix, cons: ConstraintSet, name: str, k: int) -> tuple:
+    """(min, max) of a quasi-affine subscript over a constraint set (z3), or ScheduleError."""
+    import z3
+
+    if not is_quasi_affine(ix):
+        raise ScheduleError(f"cache of {name}: subscript {k} is not affine")
+    zv: dict = {}
+
+    def term(v):
+        if v not in zv:
+            zv[v] = z3.Int(f"{v.name}#{v.uid}")
+        return zv[v]
+
+    out = []
+    for minimize in (True, False):
+        opt = z3.Optimize()
+        opt.set("timeout", 5000)
+        for c in cons.cons:
+            opt.add(z3_affine(c, term) >= 0)
+        e = z3_index(ix, term)
+        h = opt.minimize(e) if minimize else opt.maximize(e)
+        if opt.check() != z3.sat:
+            raise ScheduleError(f"cache of {name}: could not bound subscript {k} (a `//` or `%` index)")
+        v = (opt.lower(h) if minimize else opt.upper(h))
+        if not z3.is_int_value(v):
+            raise ScheduleError(f"cache of {name}: subscript {k} (a `//` or `%` index) is unbounded over "
+                                f"the cache's block; cache at an index whose loops have constant extents")
+        out.append(v.as_long())
+    return out[0], out[1]

@@ -320,6 +320,9 @@ def _check_lane_independence(stores, lane, span):
             else:
                 ok = False
             if not ok:
+                if wx and wy and cx == cy == 0 and same and rx is None and ry is None:
+                    raise NotVectorizable(f"every iteration assigns the same element of {bx.name} in two "
+                                          f"statements; only reductions can be vectorized that way")
                 if wx and wy and cx == cy == 0 and same:
                     raise NotVectorizable(f"two statements reduce into the same element of {bx.name} with "
                                           f"different operators ({rx or '='} and {ry or '='})")
