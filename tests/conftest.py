@@ -3,6 +3,8 @@
 the code is still emitted and compiled)."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 
@@ -27,3 +29,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "avx512" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _python_modules_only_where_asked(request, monkeypatch):
+    """`Package.build` compiles a pybind11 module in the background unless told not to (about 12 s
+    of a core each): in tests it is made only where a test asks for it (`python_module=` given) or
+    is marked `python_module` (it imports the module or reads its files)."""
+    if "python_module" in request.keywords:
+        return
+    import accpy as acc
+
+    original = acc.Package.build
+
+    @functools.wraps(original)
+    def build(self, *args, **kwargs):
+        kwargs.setdefault("python_module", False)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(acc.Package, "build", build)
