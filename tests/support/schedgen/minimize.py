@@ -138,6 +138,9 @@ LEGITIMATE_REJECTIONS = [
      "its copies would be in the loop", False),
     (r"ScheduleError: vectorize\(\w+\): every iteration assigns the same element of \w+_cache",
      "a budget cache (max_elements) of one element inside the vectorized loop: every iteration writes it", False),
+    (r"ScheduleError: vectorize\(\w+\): two statements reduce into the same element of \w+_cache",
+     "a budget cache (max_elements) of one element inside the vectorized loop: its fill and a reduction "
+     "write it in every iteration", False),
 ]
 
 
