@@ -7,6 +7,7 @@ killing pytest.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -119,13 +120,20 @@ def test_a_damaged_module_cache_entry_is_rebuilt(tmp_path):
     assert "is damaged" in p.stderr
 
 
+@pytest.fixture(scope="module")
+def built_package(tmp_path_factory):
+    """One package with its Python module, built once; each test damages its own copy."""
+    root = tmp_path_factory.mktemp("pristine")
+    _run(BUILD, root / "out", 2, "sync", cache=root / "cache")
+    return root / "out"
+
+
 @pytest.mark.parametrize("what, keep", [("libcached.so", 0.0), ("libcached.so", 0.5), ("libcached.so", 0.99),
                                         ("module", 0.5)])
 @pytest.mark.slow
-def test_loading_a_damaged_package_is_a_clear_error(tmp_path, what, keep):
-    cache = tmp_path / "cache"
+def test_loading_a_damaged_package_is_a_clear_error(tmp_path, built_package, what, keep):
     out = tmp_path / "out"
-    _run(BUILD, out, 2, "sync", cache=cache)
+    shutil.copytree(built_package, out)
     assert _run(LOAD, out, cache=tmp_path / "cache2").stdout.split() == ["loaded", "6.0"]
     target = out / what if what != "module" else next(out.glob("cached.cpython*.so"))
     _truncate(target, keep)
