@@ -24,7 +24,9 @@ from typing import Callable, Optional
 from ..errors import ScheduleError
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Load
-from ..ir.visitor import accesses as ir_accesses
+from ..ir.types import ScalarType
+from ..ir.visitor import accesses as ir_accesses, free_vars
+from .logic_check import guard_formula, split_condition
 from .smt import z3_affine, z3_index
 
 log = logging.getLogger("accpy")
@@ -96,9 +98,6 @@ def _condition_pieces(st) -> list:
     nest's indices and runtime sizes ([[]]: none; see logic_check.split_condition)."""
     if st.cond is None:
         return [[]]
-    from .logic_check import split_condition
-    from ..ir.types import ScalarType
-    from ..ir.visitor import free_vars
 
     allowed = {v for v in free_vars(st.cond) if v.dtype is ScalarType.index}
     return split_condition(st.cond, allowed)[0]
@@ -135,8 +134,6 @@ class _Instance:
         self.element = [enc.zaff(a, nenv) for a in access.indices]
         pieces = _condition_pieces(access.statement)
         if pieces != [[]]:
-            from .logic_check import guard_formula
-
             self.cons.append(guard_formula(pieces, lambda c: enc.zaff(c, nenv)))
 
     @property

@@ -15,7 +15,7 @@ from ..ir.stmt import Block, For, If, Store
 from ..ir.types import ScalarType
 from ..ir.visitor import accesses
 from .polyhedra import Bound, ConstraintSet, bounds_expr, implies_ge
-from .smt import quasi_range
+from .smt import quasi_range, z3_affine
 
 
 class _NoPoints(Exception):
@@ -443,8 +443,6 @@ def cache_is_private(stmt, info, sites, blocks) -> bool:
     if any(a is None for b in blocks for a in list(b.lo_aff) + list(b.hi_aff or [None] * len(b.lo_aff))):
         return False
     import z3
-
-    from ..analysis.smt import z3_affine
 
     def encode(aff, names, tag):
         def term(v):

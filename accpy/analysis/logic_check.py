@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import LogicError
+from ..errors import InputWriteError, InputWriteWarning, LogicError
+from ..ir.affine import Affine, cond_constraints, is_quasi_affine, to_affine
+from ..ir.boolean import conjunction, conjuncts, negate
+from ..ir.expr import BinOp, Const, UnOp
 from ..ir.kinds import BufferRole
-from ..ir.affine import Affine, is_quasi_affine, to_affine
-
+from ..ir.printer import expr_str
+from ..ir.types import ScalarType
 from ..ir.visitor import accesses, free_vars
+from .preconditions import split_positional
 from .smt import z3_affine, z3_index
 
 
@@ -32,7 +36,6 @@ def statement_constraints(st, nest_vars, symbols) -> list:
     the scheduler turns into loop bounds (see `split_condition`). [[]] when there is none."""
     if st.cond is None:
         return [[]]
-    from ..ir.types import ScalarType
 
     # the same variables scan and the dependence test allow: what the proof assumes is a guard there
     allowed = set(nest_vars) | {v for v in free_vars(st.cond) if v.dtype is ScalarType.index}
@@ -48,8 +51,6 @@ def split_condition(cond, allowed) -> tuple:
     are disjoint conjunctions of affine constraints (Affine >= 0) on the `allowed` variables, made
     of the conjuncts of `cond` that are comparisons of indices and sizes (`!=`, `or` and negations
     included), and `rest` the conjunction of the other conjuncts (None when there is none)."""
-    from ..ir.boolean import conjunction, conjuncts
-
     pieces, rest = [[]], []
     for c in conjuncts(cond):
         d = _affine_dnf(c, allowed)
@@ -62,10 +63,6 @@ def split_condition(cond, allowed) -> tuple:
 
 def _affine_dnf(e, allowed) -> Optional[list]:
     """`e` as a list of disjoint conjunctions of affine constraints, or None."""
-    from ..ir.affine import cond_constraints
-    from ..ir.expr import BinOp, Const, UnOp
-    from ..ir.boolean import negate
-
     if isinstance(e, Const):
         return [[]] if e.value else []
     if isinstance(e, UnOp) and e.op == "not":
@@ -112,8 +109,6 @@ def _promote_input(store, arrays, where) -> None:
     """A write to an INPUT array: warn (naming the statement) and treat the array as INPUT_OUTPUT."""
     import warnings
 
-    from ..errors import InputWriteError, InputWriteWarning
-
     buf = store.buffer
     msg = (f"{where.describe()}: writes to {buf.name}, which is an INPUT array (read-only); accpy treats "
            f"{buf.name} as INPUT_OUTPUT, as Accera does: declare it Role.INPUT_OUTPUT (or OUTPUT)")
@@ -142,7 +137,6 @@ def promote_to_input_output(buf, arrays=()) -> None:
 def _fmt_affine(a) -> str:
     if isinstance(a, Affine):
         return str(a)
-    from ..ir.printer import expr_str
 
     return expr_str(a)
 
@@ -181,8 +175,6 @@ def check_statements(nest, statements, view_accesses=(), arrays=(), index_argume
     Returns the preconditions of the logic: where an index uses one of `index_arguments` (variables
     of values given to the function that size nothing, e.g. a tile's position), the accesses are in
     bounds exactly when these affine constraints (>= 0) on the arguments hold (preconditions.py)."""
-    from .preconditions import split_positional
-
     nest_vars = set(nest.index_vars)
     symbols = _runtime_sizes(nest, statements)
     for _, view, _ in view_accesses:
@@ -225,8 +217,6 @@ def _affine_index(st, buf, k: int, ix, nest_vars, symbols, index_arguments=()):
     a = to_affine(ix)
     if a is None:
         if not is_quasi_affine(ix):
-            from ..ir.printer import expr_str
-
             if accesses(ix):
                 raise LogicError(f"{st.describe()}: index {k} of {buf.name} (`{expr_str(ix)}`) is read from an "
                                  f"array (a gather): subscripts that depend on data are not built in accpy, "

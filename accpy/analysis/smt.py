@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import ScheduleError
-from ..ir.affine import Affine, is_quasi_affine
+from ..ir.affine import Affine, is_quasi_affine, to_affine
+from ..ir.expr import BinOp, Cast, UnOp, as_int
 from .polyhedra import ConstraintSet
 
 
@@ -27,9 +28,6 @@ def z3_index(e, term: Callable):
     remainder: exactly Python's (and the generated code's) `//` and `%`.
     """
     import z3
-
-    from ..ir.affine import to_affine
-    from ..ir.expr import BinOp, Cast, UnOp, as_int
 
     a = to_affine(e)
     if a is not None:

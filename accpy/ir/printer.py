@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var
 from .stmt import Alloc, Block, Comment, Evaluate, For, If, Store
+from .vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VMask, VSelect, VStore, VVar
 
 _PREC = {"lor": 1, "land": 2, "lt": 4, "le": 4, "gt": 4, "ge": 4, "eq": 4, "ne": 4,
          "or": 5, "xor": 6, "and": 7, "shl": 8, "shr": 8, "add": 9, "sub": 9,
@@ -46,8 +47,6 @@ def expr_str(e, names=None, prec: int = 0) -> str:
 
 
 def _vector_expr_str(e, names) -> str:
-    from .vector import Broadcast, HReduce, VBinOp, VCall, VCast, VFma, VLoad, VMask, VSelect, VVar
-
     if isinstance(e, VLoad):
         m = f", count={expr_str(e.count, names)}" if e.count is not None else ""
         m += f", stride={e.stride}" if e.stride != 1 else ""
@@ -105,7 +104,6 @@ def stmt_lines(s, names=None, indent: int = 0) -> list:
         return [pad + expr_str(s.value, names)]
     if isinstance(s, Comment):
         return [f"{pad}# {s.text}"]
-    from .vector import VAssign, VDecl, VStore
 
     if isinstance(s, VStore):
         m = f", count={expr_str(s.count, names)}" if s.count is not None else ""

@@ -14,7 +14,7 @@ from ..ir.boolean import negate
 from ..ir.expr import BinOp, Const, Expr, Load, UnOp
 from ..ir.types import ScalarType
 from ..ir.visitor import nodes_of
-from .logic import LogicCapture, Value, lift
+from .logic import LogicCapture, Value, lift, pending_and_or
 
 def _logical(e: Expr) -> Expr:
     """`&` / `|` of booleans as the logical `and` / `or` (what they mean on conditions)."""
@@ -25,8 +25,6 @@ def _logical(e: Expr) -> Expr:
 
 def condition_expr(cond, what: str) -> Expr:
     """A branch condition as a boolean IR expression (LogicError for anything else)."""
-    from .logic import pending_and_or
-
     cond = pending_and_or(cond)
     try:
         v = lift(cond)

@@ -15,9 +15,12 @@ from ..errors import LogicError
 from ..ir.affine import to_affine
 from ..ir.expr import Cast, Const, Expr, Var
 from ..ir.types import ScalarType, widens_to
+from ..ir.visitor import accesses
 from .array import Array, Dimension, OutputDimension, Scalar
 from .logic import Index, LogicCapture, Value, lift
-from .naming import user_location
+from .naming import traceback_location, user_location
+from .nest import Nest
+from .views import ArrayView
 
 
 @dataclass
@@ -81,8 +84,6 @@ def _window(view, rank: int) -> tuple:
 
 
 def _bind_array(fname: str, k: int, param: Array, given) -> ArrayBinding:
-    from .views import ArrayView
-
     if isinstance(given, OutputDimension):
         raise TypeError(f"{fname}: argument {k} ({param.name}): expected an array, got the OUTPUT dimension "
                         f"{given.name}")
@@ -196,7 +197,6 @@ def capture_function(fn, args: tuple) -> FunctionCapture:
         except LogicError as err:
             if str(err).startswith(("statement ", "call ")):
                 raise
-            from .naming import traceback_location
 
             file, line, text = traceback_location(err.__traceback__)
             raise LogicError(f"step {len(cap.steps) + 1} of {getattr(fn, '__name__', 'the function')} "
@@ -277,9 +277,6 @@ def statement_nest(where, obligations=(), arrays=()):
     """A one-point Nest whose logic is the statement `where` (an element assignment made in a function
     given to Package.add), checked as any logic is (roles, bounds, the views' `obligations`);
     `arrays`: the Arrays the function uses (those the statement accesses are the nest's)."""
-    from ..ir.visitor import accesses
-    from .nest import Nest
-
     touched = {a.buffer for a in accesses(where.store)}
     mine = [a for a in arrays if a.buffer in touched]
 

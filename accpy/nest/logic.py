@@ -10,11 +10,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import LogicError
+from ..ir.boolean import conjunction, conjuncts
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
+from ..ir.printer import expr_str
 from ..ir.stmt import If, Store
 from ..ir.types import ScalarType, common_type, int_range, widens_to
+from ..ir.visitor import Visitor
 from .handles import LogicIndex, LogicValue
-from .naming import user_location
+from .naming import user_frame, user_location
 from .parameters import Parameter
 
 
@@ -104,8 +107,6 @@ class Value(LogicValue):
         return kind == "and"
 
     def __repr__(self) -> str:
-        from ..ir.printer import expr_str
-
         return f"<{self.element_type.name} {expr_str(self.expr)}>"
 
 
@@ -119,8 +120,6 @@ _code_ops: dict = {}
 
 def kind_frame():
     """The user frame evaluating the current expression."""
-    from .naming import user_frame
-
     return user_frame()
 
 
@@ -478,8 +477,6 @@ class LogicCapture:
         except LogicError as err:
             raise LogicError(f"{where.describe()}: {err}") from None
         if self.cond_stack:
-            from ..ir.boolean import conjunction, conjuncts
-
             check_hazard(self, where)
             note_write(self, where, array.buffer)
             where.cond = conjunction([c for f in self.cond_stack for c in conjuncts(f.expr)])
@@ -491,8 +488,6 @@ class LogicCapture:
 
 def _literal_only(e) -> bool:
     """True when an index-typed expression involves no variable and no memory (only literals)."""
-    from ..ir.visitor import Visitor
-
     found = []
 
     class V(Visitor):
@@ -507,8 +502,6 @@ def _literal_only(e) -> bool:
 
 
 def _check_literals_fit(e, t: ScalarType) -> None:
-    from ..ir.visitor import Visitor
-
     lo, hi = int_range(t)
 
     class V(Visitor):

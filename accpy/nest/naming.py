@@ -11,6 +11,8 @@ import itertools
 import os
 import sys
 
+from ..ir.names import argument_name_problem, ascii_identifier
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _STORE_OPS = {"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"}
@@ -41,8 +43,6 @@ def c_name_of_variable(variable: str):
     None when neither gives a usable name (the caller generates one). Such names are hints, not the
     user's choice: `argument_names` adds suffixes where two of them meet.
     """
-    from ..ir.names import argument_name_problem, ascii_identifier
-
     if not isinstance(variable, str) or not variable:
         return None
     base = ascii_identifier(variable)

@@ -5,11 +5,11 @@ from typing import Optional
 
 from ..errors import LogicError
 from ..ir.expr import Var
-from .array import Dimension, OutputDimension, size_expr
+from .array import DIMENSION_VARS, Dimension, OutputDimension, size_expr
 from .parameters import UnresolvedParameter, has_parameter
 from .recording import Recording
 from .logic import Index, LogicCapture
-from .naming import assigned_names
+from .naming import assigned_names, traceback_location
 
 _DEFAULT_NAMES = "ijklmnopqrstuvwxyz"
 
@@ -136,8 +136,6 @@ class Nest:
                 if str(err).startswith("statement "):
                     raise
                 # raised while building an expression: name the statement being written
-                from .naming import traceback_location
-
                 file, line, text = traceback_location(err.__traceback__)
                 number = cap.first_number + len(cap.statements)
                 raise LogicError(f"statement {number} (`{text}`, {file}:{line}): {err}") from None
@@ -153,10 +151,9 @@ class Nest:
                              f"nest whose logic calls package functions; this mix is not built in accpy")
         if not cap.statements:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
-        from ..analysis.logic_check import check_statements
+        from ..analysis.logic_check import check_statements  # upward (nest -> analysis): a FACADE
 
-        from .array import DIMENSION_VARS  # acc.Dimensions used in an index: index arguments
-
+        # acc.Dimensions used in an index: index arguments
         pre = check_statements(self, cap.statements, cap.view_accesses, list(cap.arrays.values()),
                                DIMENSION_VARS)
         self._preconditions.extend(p for p in pre if p not in self._preconditions)
@@ -166,7 +163,7 @@ class Nest:
     # -- next stages --------------------------------------------------------------------
     def create_schedule(self):
         """A new acc.Schedule of this nest (default order, no transforms)."""
-        from ..schedule.schedule import Schedule
+        from ..schedule.schedule import Schedule  # upward (nest -> schedule): Accera's facade
 
         return Schedule(self)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import LogicError
 from ..ir.expr import BinOp, Call, Cast, Const, UnOp
 from ..ir.types import ScalarType
-from .logic import Value, _coerce, _operand_types, binary, cast, lift, select
+from .logic import Value, _coerce, _operand_types, binary, cast, lift, scalar_type, select
 
 __all__ = ["max", "min", "abs", "sqrt", "exp", "fast_exp", "fast_exp_mlas", "remainderf", "type_size_bytes", "log",
            "log2", "log10", "tanh", "sin",
@@ -76,8 +76,6 @@ def remainderf(a, b) -> Value:
 
 def type_size_bytes(t) -> int:
     """`acc.type_size_bytes(type)`: the size of one element of `type` in bytes."""
-    from .logic import scalar_type
-
     st = scalar_type(t, "type")
     return 8 if st is ScalarType.index else max(1, st.bits // 8)
 

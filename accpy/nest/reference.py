@@ -12,8 +12,13 @@ import math
 
 import numpy as np
 
+from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var
 from ..ir.types import ScalarType, int_range
+from ..ir.visitor import accesses
+from .array import Array, Dimension, Scalar
+from .output_arrays import allocate_outputs
+from .reference_vec import vectorized_run
 
 
 # -- scalar semantics (mirror of native/accpy_runtime.h) ---------------------------------------
@@ -364,8 +369,6 @@ def compile_reference(nests):
 
 
 def _buffers_in(store):
-    from ..ir.visitor import accesses
-
     return [a.buffer for a in accesses(store)]
 
 
@@ -380,11 +383,8 @@ def evaluate(nests, args: dict, vectorize: bool = True) -> None:
     numpy operations (the same values: reductions are applied in loop order); the others,
     loop by loop.
     """
-    from .array import Array, Dimension, Scalar
-
     if not isinstance(nests, (list, tuple)):
         nests = [nests]
-    from .output_arrays import allocate_outputs
 
     allocate_outputs(nests, args, evaluate)  # OUTPUT arrays the function allocates: computed sizes, added to args
     run = compile_reference(nests)
@@ -421,8 +421,6 @@ def evaluate(nests, args: dict, vectorize: bool = True) -> None:
     _ = dims
     fast = None
     if vectorize:
-        from .reference_vec import vectorized_run
-
         fast = vectorized_run(nests, lambda e, env_: _eval_size(e, env_, by_name))
     with np.errstate(all="ignore"):
         if fast is None or not fast(env):
@@ -430,8 +428,6 @@ def evaluate(nests, args: dict, vectorize: bool = True) -> None:
 
 
 def _eval_size(e, env, by_name):
-    from ..ir.affine import to_affine
-
     a = to_affine(e)
     total = a.const
     for v, c in a.terms:

@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.affine import to_affine
+from ..ir.affine import is_quasi_affine, to_affine
 from ..ir.expr import BinOp, Cast, Const, Load, UnOp, Var
 from ..ir.types import ScalarType
 
@@ -68,8 +68,6 @@ def _check_expr(e, written: set) -> None:
 
 
 def _check_index(e) -> None:
-    from ..ir.affine import is_quasi_affine
-
     if not is_quasi_affine(e):
         raise _NotVectorizable("a subscript that is not (quasi-)affine")
 

@@ -8,7 +8,8 @@ from ..errors import LogicError
 from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Const, idx_op
 from .array import Array, Dimension, Shape, size_expr
-from .logic import Access, Value, lift, record_assignment
+from .logic import Access, LogicCapture, Value, lift, record_assignment
+from .parameters import Parameter
 
 
 def _view_int(x, what: str, minimum: int):
@@ -67,8 +68,6 @@ class ArrayView:
     """
 
     def __init__(self, parent, kind: str, offsets=(), shape=None, strides=(), dims=None, split=None):
-        from .parameters import Parameter
-
         self.parent = parent
         self.kind = kind
         what = f"{kind} of {parent.name}"
@@ -266,8 +265,6 @@ class ArrayView:
 
     def _to_root(self, indices: tuple):
         """(root array, its indices) for view `indices`; records the view's bounds obligation."""
-        from .logic import LogicCapture
-
         cap = LogicCapture.current()
         if cap is not None:
             self._note_bounds(cap, indices)
