@@ -7,9 +7,10 @@ is the obviously-correct form that `unswitch` then separates.
 """
 from __future__ import annotations
 
+from ..analysis.logic_check import split_condition
 from ..analysis.polyhedra import part_guard
 from ..ir.affine import Affine
-from ..ir.visitor import substitute_indices
+from ..ir.visitor import free_vars, substitute_indices
 from ..ir.expr import BinOp, Const
 from ..ir.stmt import For, If, block
 from ..ir.types import ScalarType
@@ -49,8 +50,6 @@ def _statement_pieces(space, p: int) -> list:
     _If whose condition compares indices and runtime sizes gets that part as guards of its own,
     one per disjoint piece (unswitching then splits loop ranges on them); the rest of its
     condition stays an If around it."""
-    from ..analysis.logic_check import split_condition
-
     part = space.parts[p]
     allowed = set(space.vars)
     for c in space.part_constraints(p):
@@ -76,14 +75,11 @@ def _statement_pieces(space, p: int) -> list:
 def _nest_symbols(part) -> set:
     """Runtime sizes (index-typed variables other than the nest's own indices) the part's
     conditions use."""
-    from ..ir.visitor import free_vars
-    from ..ir.types import ScalarType as T
-
     out: set = set()
     own = {ix.var for ix in part.nest.indices}
     for st in part.statements:
         if st.cond is not None:
-            out.update(v for v in free_vars(st.cond) if v.dtype is T.index and v not in own)
+            out.update(v for v in free_vars(st.cond) if v.dtype is ScalarType.index and v not in own)
     return out
 
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.expr import BinOp, Const, as_int
 from ..ir.kinds import LoopKind
-from ..ir.stmt import For, Store, Stmt
-from ..ir.visitor import Mutator, accesses
+from ..ir.stmt import For, Stmt, Store, block
+from ..ir.types import ScalarType
+from ..ir.visitor import Mutator, accesses, free_vars
 from ..targets.library import memory
 from .target_memory import is_target_buffer
 
@@ -49,8 +51,6 @@ class _PendingTile(Stmt):
 
 
 def _loop_vars_in(e) -> frozenset:
-    from ..ir.visitor import free_vars
-
     return frozenset(free_vars(e))
 
 
@@ -141,9 +141,6 @@ class _Expand(Mutator):
 
 
 def _first(loops):
-    from ..ir.expr import BinOp
-    from ..ir.types import ScalarType
-
     cond = None
     for f in loops:
         c = BinOp("eq", f.var, f.lo, ScalarType.bool)
@@ -153,8 +150,6 @@ def _first(loops):
 
 def _runs(f) -> bool:
     """A loop certainly runs at least once (constant bounds)."""
-    from ..ir.expr import as_int
-
     lo, hi = as_int(f.lo), as_int(f.hi)
     return lo is not None and hi is not None and hi > lo
 
@@ -168,10 +163,6 @@ def _wrap(loops, s):
 def _expand(library, p: _PendingTile):
     """The tiles' calls: the first tile preloads the weights when every loop around it starts
     (always, without reuse loops); the others, after it, always reuse them."""
-    from ..ir.expr import Const
-    from ..ir.stmt import block
-    from ..ir.types import ScalarType
-
     out = []
     for n, (tile, loops) in enumerate(p.items):
         if n == 0:

@@ -151,7 +151,7 @@ class Nest:
                              f"nest whose logic calls package functions; this mix is not built in accpy")
         if not cap.statements:
             raise LogicError(f"iteration logic `{getattr(logic, '__name__', logic)}` assigns no array element")
-        from ..analysis.logic_check import check_statements  # upward (nest -> analysis): a FACADE
+        from ..analysis.logic_check import check_statements  # analysis is no layer of nest's: a FACADE
 
         # acc.Dimensions used in an index: index arguments
         pre = check_statements(self, cap.statements, cap.view_accesses, list(cap.arrays.values()),
@@ -163,7 +163,7 @@ class Nest:
     # -- next stages --------------------------------------------------------------------
     def create_schedule(self):
         """A new acc.Schedule of this nest (default order, no transforms)."""
-        from ..schedule.schedule import Schedule  # upward (nest -> schedule): Accera's facade
+        from ..schedule.schedule import Schedule  # schedule is above nest: a FACADE
 
         return Schedule(self)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
+from ..nest.array import Array
 from ..nest.parameters import Parameter
 
 
@@ -29,8 +30,6 @@ class NoneCacheHeuristics:
     every index); `layout`: acc.Array.Layout.FIRST_MAJOR or LAST_MAJOR (None: both)."""
 
     def __init__(self, source=None, index=None, layout=None):
-        from ..nest.array import Array
-
         if not isinstance(source, Array):
             raise TypeError(f"source: expected the acc.Array to cache, got {type(source).__name__} {source!r}")
         if layout is not None and layout not in _LAYOUTS:
@@ -59,8 +58,6 @@ class NoneCacheHeuristics:
 
 
 def _layouts() -> tuple:
-    from ..nest.array import Array
-
     return (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR)
 
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from ..ir.kinds import LoopKind
+from ..nest.parameters import UnresolvedParameter
+from .cache import Cache
 
 
 def describe_plan(plan) -> str:
     """The schedule's loop order and every annotation: unrolled / vectorized / parallel
     indices, caches with their levels, tensorize requests, calls waiting for parameters."""
-    from ..nest.parameters import UnresolvedParameter
-
     try:
         order = "(" + ", ".join(d.index.name for d in plan._schedule.space.dims) + ")"
     except UnresolvedParameter:
@@ -47,8 +47,6 @@ def _short(x) -> str:
 
 def _describe_cache(c) -> str:
     """A cache for `Plan.__repr__`: source, key-slice (index and level), trigger and options."""
-    from .cache import Cache
-
     src = c.source.name if not isinstance(c.source, Cache) else f"cache of {_describe_cache(c.source)}"
     if c.max_elements is not None:
         out = [src, f"max_elements={c.max_elements}"]

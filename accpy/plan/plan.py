@@ -1,13 +1,23 @@
 """`Plan`: how a schedule runs on a target. Annotations only; lowering applies them."""
 from __future__ import annotations
 
-from ..ir.kinds import LoopKind
+from ..analysis.dependence import check_parallel, check_vector
+from ..analysis.logic_check import accesses_of
 from ..errors import ScheduleError
+from ..ir.expr import as_int
+from ..ir.kinds import MAX_UNROLLED_COPIES, LoopKind
+from ..nest.array import Array, Role
 from ..nest.logic import Index
+from ..nest.parameters import has_parameter
 from ..nest.recording import Recording
+from ..schedule.space import unknown_index
+from ..schedule.visualize import points, visualize
+from ..targets import Target
 from ..targets.library import has_vectors, libraries, tensor_library
 from .auto import AutoPlanning
-from .describe import _describe_cache
+from .cache import Cache
+from .describe import _describe_cache, describe_plan
+from .lowering import lowering_request, record_resolved
 from .packing import RuntimePacking
 
 
@@ -88,8 +98,6 @@ class Plan(RuntimePacking, AutoPlanning):
         return self._call("prefetch", source, index, distance=distance, locality=locality, spread=spread)
 
     def _call(self, op, *args, **kwargs):
-        from ..nest.parameters import has_parameter
-
         if not self._waiting and not self._schedule.is_parameterized and not has_parameter((args, kwargs)):
             result = getattr(self, "_" + op)(*args, **kwargs)  # raises on bad arguments: nothing recorded
             self._commands.add(op, args, kwargs, result)
@@ -97,8 +105,6 @@ class Plan(RuntimePacking, AutoPlanning):
         self._waiting = True
         result = None
         if op == "cache":
-            from .cache import Cache
-
             # a handle now; the real cache is made when the plan is realized
             result = Cache(self, args[0], kwargs.get("index"), kwargs.get("level"), kwargs.get("trigger_index"),
                            kwargs.get("trigger_level"), kwargs.get("max_elements"), kwargs.get("layout"),
@@ -124,8 +130,6 @@ class Plan(RuntimePacking, AutoPlanning):
     def __init__(self, schedule, target=None):
         """A plan of `schedule` for `target` (default: the host); usually made by
         `schedule.create_plan(target)`."""
-        from ..targets import Target
-
         if target is None:
             target = Target.HOST
         if not isinstance(target, Target):
@@ -146,8 +150,6 @@ class Plan(RuntimePacking, AutoPlanning):
         the iterations of its first key slice (every loop outside the cache's index at its first
         value), whose elements the cache holds at once. `cache`: a Cache of this plan (default:
         the first one; none: the plain schedule)."""
-        from ..schedule.visualize import points, visualize
-
         caches = [c for c in self._caches_in_order()] if cache is None else [cache]
         highlight = None
         if caches:
@@ -162,8 +164,6 @@ class Plan(RuntimePacking, AutoPlanning):
         return visualize(self.schedule, filename, format=format, view=view, title=title, highlight=highlight)
 
     def _caches_in_order(self) -> list:
-        from .cache import Cache
-
         return [r for op, _, _, r in self._commands if op == "cache" and isinstance(r, Cache)]
 
     @property
@@ -190,8 +190,6 @@ class Plan(RuntimePacking, AutoPlanning):
             raise TypeError(f"{what}: expected an index of the schedule, got {type(index).__name__} {index!r}")
         k = self._schedule.space.position(index)
         if k is None:
-            from ..schedule.space import unknown_index
-
             raise unknown_index(index, [d.index for d in self._schedule.space.dims], what)
         return self._schedule.space.dims[k].var
 
@@ -220,8 +218,7 @@ class Plan(RuntimePacking, AutoPlanning):
 
     def _vectorize(self, index, unsafe: bool = False) -> None:
         """See `vectorize`: the checks that need no lowering, then the mark."""
-        from ..analysis.dependence import check_vector
-        from ..lower.vector_check import check_vector_ops
+        from ..lower.vector_check import check_vector_ops  # lower is no layer of plan's: a FACADE
 
         self._dim_var(index)
         self._not_fusing(index, "vectorize")
@@ -269,9 +266,6 @@ class Plan(RuntimePacking, AutoPlanning):
 
     def _check_vector_subtree(self, index) -> None:
         """The loops inside a vectorized loop are unrolled: constant extents, bounded copies."""
-        from ..ir.expr import as_int
-        from ..ir.kinds import MAX_UNROLLED_COPIES
-
         space = self._schedule.space
         copies = 1
         for d in space.dims[space.position(index) + 1:]:
@@ -319,8 +313,6 @@ class Plan(RuntimePacking, AutoPlanning):
 
         An index on which two threads would touch one element (one of them writing) raises
         `ScheduleError` naming the racing iterations; `unsafe=True` skips that check."""
-        from ..nest.logic import Index
-
         if isinstance(indices, Index):
             indices = (indices,)
         if not isinstance(indices, (tuple, list)) or not indices:
@@ -368,8 +360,6 @@ class Plan(RuntimePacking, AutoPlanning):
     def _check_parallel_races(self, indices, unsafe: bool) -> None:
         """Refuse parallel loops on which two threads would touch one element (one writing),
         e.g. matmul's k: the exact dependence analysis names two racing iterations."""
-        from ..analysis.dependence import check_parallel
-
         space = self._schedule.space
         positions = [space.position(ix) for ix in indices]
         check_parallel(space, positions, f"parallelize({', '.join(ix.name for ix in indices)})", unsafe)
@@ -384,8 +374,6 @@ class Plan(RuntimePacking, AutoPlanning):
               thrifty=None, location=None, level=None, trigger_level=None, double_buffer=False,
               double_buffer_location=None, vectorize=None, strategy=None, panel_width=None, locality=None):
         """A local copy of `source`'s active block at a key-slice (checked by `Cache.create`)."""
-        from .cache import Cache
-
         c = Cache.create(self, source, index=index, trigger_index=trigger_index, layout=layout,
                          max_elements=max_elements, element_type=element_type, thrifty=thrifty, location=location,
                          level=level, trigger_level=trigger_level, double_buffer=double_buffer,
@@ -423,9 +411,6 @@ class Plan(RuntimePacking, AutoPlanning):
                 raise ScheduleError(str(e)) from None
 
     def _prefetch(self, source, index, distance: int = 1, locality: int = 3, spread=None) -> None:
-        from ..nest.array import Array
-        from .cache import Cache
-
         if isinstance(source, Cache):
             if not any(c is source for c in self._caches):
                 raise ValueError(f"prefetch: source is a cache of another plan ({_describe_cache(source)})")
@@ -472,8 +457,6 @@ class Plan(RuntimePacking, AutoPlanning):
             raise ValueError(f"tensorize: {[ix.name for ix in indices]} must be the innermost loops of the "
                              f"schedule (in any order); the order is {order}")
         for ix, size in zip(indices, intr.shape):
-            from ..ir.expr import as_int
-
             ext = as_int(space.dim(ix).extent)
             if ext is None or ext > size:
                 shown = ext if ext is not None else "a runtime number of"
@@ -492,8 +475,6 @@ class Plan(RuntimePacking, AutoPlanning):
     def __repr__(self) -> str:
         """The schedule's loop order and every annotation: unrolled / vectorized / parallel
         indices, caches with their levels, tensorize requests, calls waiting for parameters."""
-        from .describe import describe_plan
-
         return describe_plan(self)
 
     def tensorize_requests(self) -> list:
@@ -502,8 +483,6 @@ class Plan(RuntimePacking, AutoPlanning):
                 for ixs, _ in self._tensorized]
 
     def _uses(self, array) -> bool:
-        from ..analysis.logic_check import accesses_of
-
         for part in self._schedule.space.parts:
             for st in part.statements:
                 if any(b is array.buffer for b, _, _ in accesses_of(st.store)):
@@ -525,14 +504,11 @@ class Plan(RuntimePacking, AutoPlanning):
 
     def lowering_request(self, args=None):
         """What lowering reads of this plan, as plain data (accpy/ir/request.py)."""
-        from .lowering import lowering_request
-
         return lowering_request(self, args)
 
     def lower(self, name: str = "kernel", args=None):
         """The loop IR this plan lowers to: an IR `Function` named `name` (Accera-style view)."""
-        from ..lower import lower_function
-        from .lowering import record_resolved
+        from ..lower import lower_function  # lower is no layer of plan's: a FACADE
 
         request = self.lowering_request(args)
         fn = lower_function(request, name)
@@ -541,13 +517,11 @@ class Plan(RuntimePacking, AutoPlanning):
 
     def emit_c(self, name: str = "kernel", args=None) -> str:
         """The C code this plan lowers to (for reading, not for building)."""
-        from ..codegen.c import emit_function
+        from ..codegen.c import emit_function  # codegen is no layer of plan's: a FACADE
 
         return emit_function(self.lower(name, args))
 
 
 def _writes_back(cache) -> bool:
     """Whether a cache may store its block back (its array is not read-only)."""
-    from ..nest.array import Role
-
     return cache.role not in (Role.INPUT, Role.CONST)

@@ -12,11 +12,15 @@ from typing import Optional
 import numpy as np
 
 from ..analysis.dependence import check_order
+from ..ir.printer import stmt_str
+from ..ir.request import LoweringRequest
 from ..nest.logic import Index
 from ..nest.naming import assigned_names
 from ..nest.parameters import has_parameter
 from ..nest.recording import Recording
+from .pseudocode import space_pseudocode
 from .space import IterationSpace, unknown_index
+from .visualize import visualize
 
 
 def _is_size(x) -> bool:
@@ -304,25 +308,20 @@ class Schedule:
         loops' coordinates: a skewed space appears sheared; the default after a skew).
         Only constant-sized spaces of at most 20000 points are drawn.
         """
-        from .visualize import visualize
-
         return visualize(self, filename, format=format, view=view, title=title)
 
     def create_plan(self, target=None):
         """A new acc.Plan of this schedule for `target` (HOST when None)."""
-        from ..plan.plan import Plan
+        from ..plan.plan import Plan  # plan is above schedule: a FACADE
 
         return Plan(self, target)
 
     def to_python(self, unswitched: bool = False) -> str:
         """The schedule as Python pseudo-code: guarded loops, or the lowered (unswitched) loops."""
         if unswitched:
-            from ..ir.printer import stmt_str
-            from ..ir.request import LoweringRequest
-            from ..lower import lower_loops
+            from ..lower import lower_loops  # lower is no layer of schedule's: a FACADE
 
             return stmt_str(lower_loops(LoweringRequest(self.space, unroll_below=self.space.unroll_below())))
-        from .pseudocode import space_pseudocode
 
         return space_pseudocode(self.space)
 

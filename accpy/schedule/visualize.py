@@ -14,6 +14,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Optional
 
+from ..ir.affine import to_affine
+
 MAX_POINTS = 20000
 
 
@@ -28,8 +30,6 @@ class Point:
 
 
 def _const(e, what: str) -> int:
-    from ..ir.affine import to_affine
-
     a = to_affine(e)
     if a is None or not a.is_const:
         raise ValueError(f"visualize: {what} is not a constant (runtime sizes and parameters cannot be drawn); "

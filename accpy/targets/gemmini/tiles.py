@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...ir.affine import Affine, combination_affine, to_affine
 from ...ir.expr import BinOp, Call, Cast, Const, Load, Var, as_int, idx_op
 from ...ir.stmt import If, block
-from ...ir.visitor import substitute
+from ...ir.visitor import free_vars, substitute
 from . import machine as gm
 from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_ACCUMULATED, COMPUTE_PRELOADED, CONFIG_EX, CONFIG_LD,
                          CONFIG_ST, DIM, END_CALL, F32, FENCE, I8, I32, MVIN, MVOUT, PRELOAD, SCRATCHPAD, call)
@@ -152,8 +152,6 @@ def match_tile(loops, store, roles, layouts, what: str) -> Tile:
 
 
 def _free(e) -> frozenset:
-    from ...ir.visitor import free_vars
-
     return frozenset(free_vars(e))
 
 
