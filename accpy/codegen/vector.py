@@ -35,18 +35,17 @@ class VectorEmitter:
 
     def _partial_groups(self, isa, e, p) -> str:
         """A dot product's operand of which every group holds only its first `part` elements
-        (the tail of a reduction that is not a multiple of the group): a masked load, or for a
-        repeated group the `part` elements at the address (memcpy: nothing past them is read)."""
+        (the tail of a reduction that is not a multiple of the group): a load masked as the shape
+        says (`group_mask` / `mload_groups`), or for a repeated group the `part` elements at the
+        address (memcpy: nothing past them is read)."""
         if e.stride == 0:
             return self._fill(isa, "bcast_part", p=p, n=e.part * (e.buffer.dtype.bits // 8))
-        slot = (1 << e.part) - 1
-        pattern = 0
-        for g in range(e.lanes // e.group):
-            pattern |= slot << (g * e.group)
-        m = f"0x{pattern:x}ull"
-        if e.count is not None:
-            m = f"({m} & {self._fill(isa, 'mask', n=self.expr(e.count))})"
-        return self._fill(isa, "mload", p=p, m=m)
+        count = None if e.count is None else self._fill(isa, "mask", n=self.expr(e.count))
+        m = isa.group_mask(e.lanes, e.group, e.part, count)
+        if m is not None:
+            return self._fill(isa, "mload", p=p, m=m)
+        n = "-1" if e.count is None else self.expr(e.count)
+        return self._fill(isa, "mload_groups", p=p, g=e.group, k=e.part, n=n)
 
     def e_Broadcast(self, e) -> str:
         return self._fill(self._isa(e.dtype, e.lanes), "set1", a=self.expr(e.value))

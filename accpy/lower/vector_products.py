@@ -1,50 +1,42 @@
 """Dot-product instructions for the vectorizer: runs of adjacent statements accumulating products of
-narrow elements over a group (an inner loop over 2 or 4 adjacent elements, unrolled) that one
-instruction computes per vector lane (VPMADDWD, VPDPBUSD, VDPBF16PS: `_Product`), matched into one
-statement with a Call marker the vectorizer turns into that instruction."""
+narrow elements over a group (an inner loop over 2, 4 or more adjacent elements, unrolled) that one
+instruction computes per vector lane, matched into one statement with a Call marker the vectorizer
+turns into that instruction. The instructions are the target libraries' data (`DotProduct` rows of
+targets/library.py, e.g. x86's in targets/x86.py, AArch64's in targets/arm/)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from ..ir.expr import BinOp, Call, Cast, Load, Var
 from ..ir.stmt import Store
-from ..ir.types import ScalarType
-from ..targets.library import supports_vector_op
+from ..targets.library import DotProduct, all_dot_products, dot_products
 from .lanes import NotVectorizable, access_offset, lane_coef
 
 
-MADD16 = "madd16"  # Call marker: sum over a pair of int32(int16) * int32(int16), one int32 lane
+class _ProductOps(Mapping):
+    """{operation name: DotProduct} of every registered library (read when asked: a library
+    registered later is seen)."""
+
+    def _table(self) -> dict:
+        return {p.op: p for p in all_dot_products()}
+
+    def __getitem__(self, op: str) -> DotProduct:
+        return self._table()[op]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
-@dataclass(frozen=True)
-class _Product:
-    """Statements `C[x] += T(A[p + q]) * T(B[r + q])`, q = 0 .. group - 1 (an inner loop over
-    adjacent narrow elements, unrolled), that one instruction computes for every lane:
-    `C[x] += op(A[p], B[r])` (a Call marker). `moves`: how many elements an operand moves per
-    lane (every operand moves so for madd16; for the dot products an operand may also stay,
-    its quad or pair repeated in every lane); `factors`: the operands' element types, in the
-    instruction's order."""
-
-    op: str
-    group: int
-    acc: ScalarType
-    factors: tuple
-    accumulates: bool  # the instruction adds into C itself (dot4, dot2) or C += its result (madd16)
-    moves: tuple
-
-
-_PRODUCTS = (
-    _Product(MADD16, 2, ScalarType.int32, (ScalarType.int16, ScalarType.int16), False, (2,)),
-    _Product("dot4", 4, ScalarType.int32, (ScalarType.uint8, ScalarType.int8), True, (0, 4)),
-    _Product("dot2", 2, ScalarType.float32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),
-)
-PRODUCT_OPS = {p.op: p for p in _PRODUCTS}
+PRODUCT_OPS = _ProductOps()
 
 
 def group_products(stores, lane: Var, target):
-    """Runs of adjacent statements one dot-product instruction computes (`_Product`) as one
-    `C[x] += op(A[p], B[r])`; the others unchanged."""
-    kinds = [p for p in _PRODUCTS if supports_vector_op(target, p.acc, p.op)]
+    """Runs of adjacent statements one dot-product instruction of `target` computes (`DotProduct`) as
+    one `C[x] += op(A[p], B[r])`; the others unchanged."""
+    kinds = list(dot_products(target))
     if not kinds:
         return stores
     out, k = [], 0
@@ -63,7 +55,7 @@ def group_products(stores, lane: Var, target):
     return out
 
 
-def _factors(s: Store, p: _Product):
+def _factors(s: Store, p: DotProduct):
     """The loads of `C[x] += T(A[.]) * T(B[.])` in the instruction's operand order, or None."""
     v = s.value
     if not (isinstance(v, BinOp) and v.op == "mul" and v.dtype is p.acc):
@@ -81,7 +73,7 @@ def _factors(s: Store, p: _Product):
     return None
 
 
-def _product_of(p: _Product, run, lane: Var):
+def _product_of(p: DotProduct, run, lane: Var):
     s1 = run[0]
     if not (all(s.buffer is s1.buffer and s.indices == s1.indices and s.reduce == "add" for s in run)
             and s1.buffer.dtype is p.acc and lane_coef(s1.buffer, s1.indices, lane) == 1):
@@ -110,7 +102,7 @@ def _product_of(p: _Product, run, lane: Var):
 
 
 def product_kind(fn: str):
-    """(the `_Product`, elements per group read) of a product Call marker, or (None, 0)."""
+    """(the `DotProduct`, elements per group read) of a product Call marker, or (None, 0)."""
     op, _, part = fn.partition(":")
     p = PRODUCT_OPS.get(op)
     return (p, int(part) if part else (p.group if p else 0))

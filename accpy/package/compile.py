@@ -18,12 +18,14 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import CompileError
-from ..paths import cache_dir
+from ..paths import cache_dir, native_dir, native_file
+from .sources import PRELUDE_END
 
 CC = os.environ.get("ACCPY_CC", "gcc")
 CXX = os.environ.get("ACCPY_CXX", "g++")
@@ -331,14 +333,12 @@ def _cached_object(kind: str, compiler: str, flags: list, src: Path, texts: list
     return obj
 
 
-def native_unit_object(unit, cflags: list) -> Path:
-    """A target library's native unit (targets/library.py `NativeUnit`) compiled, cached."""
-    from ..paths import native_file
-
+def native_unit_object(unit, cflags: list, cc: str = CC) -> Path:
+    """A target library's native unit (targets/library.py `NativeUnit`) compiled by `cc`, cached."""
     src = native_file(unit.source)
     texts = [src.read_text()] + [native_file(h).read_text() for h in unit.headers]
     flags = list(cflags) + list(unit.defines) + [f"-I{src.parent}"]
-    return _cached_object("obj", CC, flags, src, texts, f"native/{unit.source}", unit.what or "compiling")
+    return _cached_object("obj", cc, flags, src, texts, f"native/{unit.source}", unit.what or "compiling")
 
 
 _verified_pch: set = set()  # cache entries (paths) of precompiled headers checked by this process
@@ -350,8 +350,6 @@ def split_prelude(text: str) -> Optional[tuple]:
     headers) is the same for every package of its kind once its one named line (the file
     comment) is blanked; `rest` keeps the prelude's lines blank, so the compiler's line numbers
     are those of the whole text. None without the marker."""
-    from .sources import PRELUDE_END
-
     at = text.find(PRELUDE_END)
     if at < 0:
         return None
@@ -360,14 +358,14 @@ def split_prelude(text: str) -> Optional[tuple]:
     return prelude + "\n", "\n" * text.count("\n", 0, cut) + text[cut:]
 
 
-def prelude_pch(cflags: list, text: str, headers=()) -> Optional[Path]:
+def prelude_pch(cflags: list, text: str, headers=(), cc: str = CC) -> Optional[Path]:
     """A header of C `text` (a prelude, see split_prelude), precompiled for exactly these flags
     (cached): a unit compiled with `-include <it>` skips parsing the runtime and system headers
     (<immintrin.h> alone is about 0.2 s of a kernel with vector code; the runtime's headers are
     most of a small scalar kernel's compile). `headers`: the texts of the target libraries'
     headers the prelude includes (part of the key: a changed header is precompiled anew).
-    None when the compiler cannot precompile it."""
-    key = cache_key("prelude-pch", text, " ".join(cflags), compiler_identity(CC), *headers)
+    None when the compiler (`cc`) cannot precompile it."""
+    key = cache_key("prelude-pch", text, " ".join(cflags), compiler_identity(cc), *headers)
     final = cache_dir() / "pch" / key
     header = final / "accpy_prelude.h"
     if (str(final) in _verified_pch and header.exists()) or _cache_hit(final, ["accpy_prelude.h", "accpy_prelude.h.gch"]):
@@ -376,7 +374,7 @@ def prelude_pch(cflags: list, text: str, headers=()) -> Optional[Path]:
     try:
         with build_directory(cache_dir() / "pch") as tmp:
             (tmp / "accpy_prelude.h").write_text(text)
-            _run([CC, *cflags, "-x", "c-header", str(tmp / "accpy_prelude.h"), "-o", str(tmp / "accpy_prelude.h.gch")],
+            _run([cc, *cflags, "-x", "c-header", str(tmp / "accpy_prelude.h"), "-o", str(tmp / "accpy_prelude.h.gch")],
                  "accpy_prelude.h", str(tmp / "accpy_prelude.h"), "precompiling")
             _publish(tmp, final)
     except CompileError:
@@ -385,7 +383,7 @@ def prelude_pch(cflags: list, text: str, headers=()) -> Optional[Path]:
     return header if header.exists() else None
 
 
-def _precompiled(cflags: list, text: str, precompile: Optional[str], headers=()) -> tuple:
+def _precompiled(cflags: list, text: str, precompile: Optional[str], headers=(), cc: str = CC) -> tuple:
     """(compiler arguments, text to compile) for one unit: its prelude precompiled and included,
     and the rest; the text itself when it has no prelude or the prelude cannot be precompiled.
     `precompile` (a target library's large header) goes first when the unit has vector code."""
@@ -395,12 +393,13 @@ def _precompiled(cflags: list, text: str, precompile: Optional[str], headers=())
     prelude, rest = parts
     if precompile is not None and "#define ACCPY_NO_VECTORS" not in prelude:
         prelude = precompile + prelude
-    header = prelude_pch(cflags, prelude, headers)
+    header = prelude_pch(cflags, prelude, headers, cc)
     return (["-include", str(header)], rest) if header is not None else ([], text)
 
 
 def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
-              progress=None, native_units=(), precompile: Optional[str] = None, archive: bool = True) -> Library:
+              progress=None, native_units=(), precompile: Optional[str] = None, archive: bool = True,
+              cc: str = CC, ar: str = "ar") -> Library:
     """Compile C source into a shared library and a static archive (cached).
 
     `units`: the same code split into translation units (see sources.c_source), compiled
@@ -409,33 +408,30 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
     each compiled once (cached) and linked in. `precompile`: C text to precompile and include
     (the vector ISA's header) when the code has vector statements. `archive`: also the static
     archive (what HAT_STATIC packages and Python modules link); without it, the build is cached
-    under its own key, holding the shared library only.
+    under its own key, holding the shared library only. `cc` and `ar`: the compiler and archiver
+    (the target's toolchain's; a cross compiler's for another architecture).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..paths import native_file
-
     cflags = base_cflags() + list(flags) + (["-fopenmp"] if openmp else [])
     extra_objs = []
     for unit in native_units:
         if unit.include:
             cflags = cflags + [f"-I{native_file(unit.include)}"]
         if unit.source is not None:
-            extra_objs.append(native_unit_object(unit, BASE_CFLAGS))
+            extra_objs.append(native_unit_object(unit, BASE_CFLAGS + [f for f in flags if f.startswith("-march")], cc))
     headers = [native_file(h).read_text() for unit in native_units for h in unit.headers]
-    key = cache_key(source, " ".join(cflags), compiler_identity(CC), *[str(o) for o in extra_objs], *headers,
+    key = cache_key(source, " ".join(cflags), compiler_identity(cc), *[str(o) for o in extra_objs], *headers,
                     *([] if archive else ["shared library only"]))  # (entries never lack what they promise)
     final = cache_dir() / "lib" / key
-    so, ar = final / "lib.so", final / "lib.a"
+    so, static = final / "lib.so", final / "lib.a"
     if _cache_hit(final, ["lib.so", "lib.a"] if archive else ["lib.so"]):
-        return Library(key, so, ar if archive else None, True, 0.0, cflags)
+        return Library(key, so, static if archive else None, True, 0.0, cflags)
     t0 = time.perf_counter()
     texts = list(units) if units else [source]
     with build_directory(cache_dir() / "lib") as tmp:
         srcs, pres = [], []
         for k, text in enumerate(texts):
             src = tmp / (f"kernel{k}.c" if len(texts) > 1 else "kernel.c")
-            pre, text = _precompiled(cflags, text, precompile, headers)
+            pre, text = _precompiled(cflags, text, precompile, headers, cc)
             src.write_text(text)
             srcs.append(src)
             pres.append(pre)
@@ -445,7 +441,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         link = [*map(str, extra_objs), "-o", str(tmp / "lib.so"), "-lm", "-lpthread"] + (["-fopenmp"] if openmp else [])
         if len(srcs) == 1 and not archive:
             # one unit, no archive: compiled and linked by one compiler run (no object file)
-            _run([CC, *cflags, *pres[0], "-shared", str(srcs[0]), *link], display_path, str(srcs[0]), "compiling")
+            _run([cc, *cflags, *pres[0], "-shared", str(srcs[0]), *link], display_path, str(srcs[0]), "compiling")
             if progress is not None:
                 progress(1, 1)
             srcs[0].unlink()
@@ -454,7 +450,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
 
         def one(k):
             """Compile unit k."""
-            _run([CC, *cflags, *pres[k], "-c", str(srcs[k]), "-o", str(objs[k])], display_path, str(srcs[k]), "compiling")
+            _run([cc, *cflags, *pres[k], "-c", str(srcs[k]), "-o", str(objs[k])], display_path, str(srcs[k]), "compiling")
             done[0] += 1
             if progress is not None:
                 progress(done[0], len(srcs))
@@ -467,13 +463,13 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
             for k in range(len(srcs)):
                 one(k)
         objs = objs + list(extra_objs)
-        _run([CC, "-shared", *map(str, objs[:len(srcs)]), *link], display_path, str(srcs[0]), "linking")
+        _run([cc, "-shared", *map(str, objs[:len(srcs)]), *link], display_path, str(srcs[0]), "linking")
         if archive:
-            _run(["ar", "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
+            _run([ar, "rcs", str(tmp / "lib.a"), *map(str, objs)], display_path, str(srcs[0]), "archiving")
         for p in srcs + objs[:len(srcs)]:
             p.unlink()  # (the entry holds what is used: the library and the archive)
         _publish(tmp, final)
-    return Library(key, so, ar if archive else None, False, time.perf_counter() - t0, cflags)
+    return Library(key, so, static if archive else None, False, time.perf_counter() - t0, cflags)
 
 
 class ProgressBar:
@@ -498,8 +494,6 @@ class ProgressBar:
 def _python_module_flags() -> list:
     import sysconfig
 
-    from ..paths import native_dir
-
     return ["-fPIC", "-std=c++17", "-fvisibility=hidden", "-w", f"-I{sysconfig.get_paths()['include']}",
             f"-I{native_dir()}"]
 
@@ -507,8 +501,6 @@ def _python_module_flags() -> list:
 def compile_module_core() -> tuple:
     """native/accpy_pymodule.cpp compiled (pybind11; cached). Returns (object path, its cache key)."""
     import pybind11
-
-    from ..paths import native_dir
 
     flags = ["-O2", *_python_module_flags(), f"-I{pybind11.get_include()}"]
     texts = [(native_dir() / f).read_text() for f in ("accpy_pymodule.cpp", "accpy_pymodule.h", "accpy_pyargs.hpp")]
@@ -557,8 +549,6 @@ def compile_cxx_module_standalone() -> Path:
     import sysconfig
 
     import pybind11
-
-    from ..paths import native_dir
 
     src = (native_dir() / "binder.cpp").read_text() + (native_dir() / "accpy_pyargs.hpp").read_text()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

@@ -123,7 +123,7 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
     out.append(f"os = {_s(platform.system().lower())}")
     out.append("")
     out.append("[target.required.CPU]")
-    out.append(f"architecture = {_s(platform.machine())}")
+    out.append(f"architecture = {_s(target.toolchain.machine)}")
     out.append(f"extensions = {_value(['+' + e for e in target.required_features()])}")
     out.append("")
     out.append("[target.optimized_for]")

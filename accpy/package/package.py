@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CompileError
+from ..targets.features import Platform
 from ..targets.library import libraries
-from .compile import (CC, ProgressBar, compile_c, compile_cxx_module, copy_atomic, file_digest, output_lock,
+from ..targets.toolchain import package_toolchain
+from .compile import (ProgressBar, compile_c, compile_cxx_module, copy_atomic, file_digest, output_lock,
                       remove_file, write_atomic)
+from .foreign import ForeignPackage, foreign_error
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
@@ -44,19 +47,6 @@ class Mode(enum.Enum):
 
     RELEASE = "release"
     DEBUG = "debug"
-
-
-class Platform(enum.Enum):
-    """Accera's platforms; accpy builds for HOST (this machine) only."""
-
-    HOST = "host"
-    WINDOWS = "windows"
-    LINUX = "linux"
-    MACOS = "macos"
-    MACOS_ARM64 = "macos_arm64"
-    ANDROID = "android"
-    IOS = "ios"
-    RASPBIAN = "raspbian"
 
 
 def _plan_of(source):
@@ -392,10 +382,12 @@ class Package:
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
         targets = {f.target for f in fns}
-        flags = []
-        for t in targets:
-            flags += [f for f in t.compiler_flags() if f.startswith("-mprefer")]
-        flags = sorted(set(flags))
+        toolchain = package_toolchain(targets, f"build({name!r})")
+        flags = toolchain.unit_flags(targets)
+        if not toolchain.native and python_module == "sync":
+            raise foreign_error(name, fns[0].target.name, toolchain, "build(python_module='sync')")
+        if not toolchain.native:
+            python_module = False  # (a pybind11 module of another architecture's code cannot be imported here)
         from ..codegen.c import uses_openmp
 
         openmp = False
@@ -411,8 +403,8 @@ class Package:
         outputs = (files["c"].name, files["h"].name, files["hat"].name, lib_file, static_file, module_file.name,
                    module_cpp.name)
         if format == Format.HAT_SOURCE:
-            hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target,
-                           allocating=self._allocating)
+            hat = hat_text(name, fns, self._description, lib_file, static_file, toolchain.cc, flags, openmp,
+                           fns[0].target, allocating=self._allocating)
             with output_lock(out, name):
                 _remove_stale_temporaries(out, outputs)
                 write_atomic(files["c"], source)
@@ -429,10 +421,14 @@ class Package:
         units_of = tuple(u for lib_ in called for u in lib_.native_units())
         pch = next((t for t in (lib_.precompiled_header() for f in fns for lib_ in f.target.libraries)
                     if t is not None), None)
+        why = toolchain.missing()
+        if why is not None:
+            raise CompileError(f"build({name!r}): cannot compile for target {fns[0].target.name}: {why}")
         try:
             lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar,
                             native_units=units_of, precompile=pch,
-                            archive=bool(format & Format.HAT_STATIC) or bool(python_module))
+                            archive=bool(format & Format.HAT_STATIC) or bool(python_module),
+                            cc=toolchain.cc, ar=toolchain.ar)
         except CompileError as e:
             # the failed source is kept where the compiler's messages point
             with output_lock(out, name):
@@ -440,8 +436,8 @@ class Package:
                 write_atomic(files["c"], source)
             raise CompileError(f"{e}\n(output_dir: {out}; the emitted source is kept at {files['c']})") from None
         # the .hat records the library's size and hash: acc.load checks them before loading it
-        hat = hat_text(name, fns, self._description, lib_file, static_file, CC, flags, openmp, fns[0].target,
-                       library_record={"size": lib.shared.stat().st_size, "sha256": file_digest(lib.shared)},
+        hat = hat_text(name, fns, self._description, lib_file, static_file, toolchain.cc, flags, openmp,
+                       fns[0].target, library_record={"size": lib.shared.stat().st_size, "sha256": file_digest(lib.shared)},
                        allocating=self._allocating)
         timings["gcc"] = lib.seconds
         timings["cache_hit"] = lib.cached
@@ -491,6 +487,11 @@ class Package:
             if python_module == "sync":
                 module_build.wait()
         fn_desc = [(f.name, f.base_name, f.infos, recorded_parameters(f.parameters)) for f in fns]
+        if not toolchain.native:  # written, not loaded: its code is for another architecture
+            built = ForeignPackage(name, out, files, fn_desc, fns[0].target.name, toolchain)
+            timings["total"] = time.perf_counter() - t0
+            built.timings = timings
+            return built
         # load the cache's copy: output_dir/lib<name>.so may be replaced by a concurrent build
         built = BuiltPackage(name, out, lib.shared, fn_desc, files, module_build)
         built.target_libraries = tuple(lib_.name for lib_ in called)

@@ -1,21 +1,24 @@
 """The C source and header of a package.
 
 Layout of `name.c`: the runtime (inlined, so the file stands alone), then per function
-  - `<fn>__impl`: the scheduled kernel, compiled for the target's ISA extensions
-    (`__attribute__((target(...)))`) while the rest of the file stays baseline x86-64;
+  - `<fn>__impl`: the scheduled kernel, compiled for the target's ISA extensions (the target's
+    toolchain's function attribute, e.g. x86's `__attribute__((target(...)))`, while the rest of
+    the file stays baseline x86-64; or flags for the whole file);
   - in DEBUG mode `<fn>__reference` (the unscheduled nest) and a comparison;
-  - `<fn>`: the public entry (checks the CPU has the features, so no SIGILL);
+  - `<fn>`: the public entry (checks the CPU has the features where the toolchain can, so no SIGILL);
   - `<fn>__packed(void**)`: the uniform entry the Python binders call.
 and `<package>_last_error()`, the error channel.
 """
 from __future__ import annotations
 
 
-from ..codegen.c import Names, c_type, emit_function, function_params
+from ..codegen.c import (Names, c_type, called_intrinsics, emit_function, function_params, has_vector_code,
+                         intrinsic_headers)
 from ..ir.names import c_comment, c_string
-from ..targets.library import library_of
-from ..targets.features import BUILTIN_NAMES
+from ..ir.types import ScalarType
 from ..paths import native_file
+from ..targets.library import library_of, vector_prelude
+from .calls import precondition_checks
 from .signature import KIND_ARRAY
 
 
@@ -29,38 +32,15 @@ def runtime_text() -> str:
     return native_file("accpy_runtime.h").read_text()
 
 
-def _target_attribute(features) -> str:
-    names = [BUILTIN_NAMES[f] for f in features if f in BUILTIN_NAMES]
-    if not names:
-        return ""
-    return f'__attribute__((target("{",".join(names)}"))) '
-
-
 def display_name(pf) -> str:
     """The name users know a function by in messages: its base name (alias), else its full name."""
     return pf.base_name or pf.name
 
 
 def _feature_check(pf, target) -> list:
-    """C that refuses to run the kernel on a CPU without one of the target's features (no SIGILL).
-
-    The message names the missing features only: one `%s` per feature, " name" when it is
-    missing, "" otherwise (no helper that a user's parameter name could shadow is called).
-    """
-    names = [BUILTIN_NAMES[f] for f in target.required_features() if f in BUILTIN_NAMES]
-    if not names:
-        return []
-    cond = " && ".join(f'__builtin_cpu_supports({c_string(n)})' for n in names)
-    args = ", ".join(f'__builtin_cpu_supports({c_string(n)}) ? "" : {c_string(" " + n)}' for n in names)
-    fmt = c_string("%s: built for target %s, but this CPU lacks" + "%s" * len(names) +
-                   " (rebuild it for acc.Target.HOST to run it here)")
-    return [
-        "    __builtin_cpu_init();",
-        f"    if (!({cond})) {{",
-        f"        accpy_set_error({fmt}, {c_string(display_name(pf))}, {c_string(str(target.name))}, {args});",
-        "        return;",
-        "    }",
-    ]
+    """C that refuses to run the kernel on a CPU without one of the target's features (no SIGILL):
+    the target's toolchain's guard (none where the toolchain has no runtime check)."""
+    return target.toolchain.feature_guard(target, display_name(pf), c_string)
 
 
 def _call_args(infos) -> str:
@@ -148,12 +128,10 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
     infos = pf.infos
     names = Names()
     impl = pf.lowered(f"{pf.name}__impl")
-    attr = _target_attribute(pf.target.required_features())
+    attr = pf.target.toolchain.function_attribute(pf.target)
     out = [pf.impl_source(impl.name, f"static {attr}") if hasattr(pf, "impl_source") else
            emit_function(impl, linkage=f"static {attr}")]  # (a function of calls: package/calls.py)
     params = function_params(impl, names)
-    from .calls import precondition_checks
-
     body = _feature_check(pf, pf.target) + precondition_checks(pf, display_name(pf))
     if debug:
         ref = pf.lowered_reference(f"{pf.name}__reference")
@@ -208,8 +186,6 @@ def function_source(pf, debug: bool, tolerance: float) -> str:
 
 def intrinsic_includes(functions) -> list:
     """The #include lines of the target intrinsics the functions call (e.g. gemmini.h)."""
-    from ..codegen.c import intrinsic_headers
-
     out: dict = {}
     for pf in functions:
         for h in intrinsic_headers(pf.lowered("probe").body):
@@ -220,8 +196,6 @@ def intrinsic_includes(functions) -> list:
 def libraries_called(functions) -> list:
     """The target libraries whose intrinsics the functions call (in first-use order): their
     native units are linked into the package and their exports added to its C."""
-    from ..codegen.c import called_intrinsics
-
     out: dict = {}
     for pf in functions:
         for intr in called_intrinsics(pf.lowered("probe").body):
@@ -233,8 +207,6 @@ def libraries_called(functions) -> list:
 
 def uses_vector_code(functions) -> bool:
     """Whether any function holds vector statements (the C then needs the vector ISA's header)."""
-    from ..codegen.c import has_vector_code
-
     return any(has_vector_code(pf.lowered("probe").body) for pf in functions)
 
 
@@ -250,9 +222,13 @@ def c_source(pkg_name: str, functions, debug: bool, tolerance: float, units: int
     tail = f"const char* {pkg_name}_last_error(void) {{ return accpy_take_error(); }}\n"
     for lib in libraries_called(functions):
         tail += lib.package_exports(pkg_name)
-    no_vectors = [] if uses_vector_code(functions) else ["#define ACCPY_NO_VECTORS"]
+    vectors = uses_vector_code(functions)
+    no_vectors = [] if vectors else ["#define ACCPY_NO_VECTORS"]
+    # what the vector ISAs of the functions' targets need first (x86's header comes with the runtime)
+    preludes = list(dict.fromkeys(vector_prelude(pf.target) for pf in functions)) if vectors else []
     head = [f"/* {pkg_name}.c: generated by accpy. Do not edit: rebuild the package instead. */",
-            *no_vectors, runtime_text(), *includes, ""] + ([DEBUG_HELPERS] if debug else []) + [PRELUDE_END]
+            *no_vectors, runtime_text(), *[p for p in preludes if p], *includes, ""] + \
+        ([DEBUG_HELPERS] if debug else []) + [PRELUDE_END]
     text = "\n".join(head + bodies + [tail])
     if units <= 1 and not includes:
         return text
@@ -292,8 +268,6 @@ def alias_error_text(base: str, variants: list) -> str:
 
 def _decl_type(info) -> str:
     """An argument's type in the public declarations (float16 through a pedantic-clean typedef)."""
-    from ..ir.types import ScalarType
-
     if info.dtype is ScalarType.float16:
         t = "accpy_float16_t"
         return f"{t}*" if info.is_array else t
@@ -307,8 +281,6 @@ def _decl_params(pf) -> str:
 
 def declarations(pkg_name: str, functions, allocating=()) -> str:
     """C declarations (inside extern "C"), with each base name as an inline alias."""
-    from ..ir.types import ScalarType
-
     lines = ["#include <stdint.h>", "#include <stdbool.h>", ""]
     if any(i.dtype is ScalarType.float16 for pf in functions for i in pf.infos):
         # _Float16 is a GCC/Clang extension (ISO C has none): `__extension__` keeps -pedantic quiet

@@ -60,6 +60,20 @@ class Runtime(_NamedEnum):
 GPU_RUNTIMES = (Runtime.CUDA, Runtime.ROCM, Runtime.VULKAN)
 
 
+class Platform(enum.Enum):
+    """Accera's platforms (`acc.Package.Platform`); accpy builds for HOST: this machine, or, for a
+    target of another architecture, that architecture's Linux through its toolchain's cross compiler."""
+
+    HOST = "host"
+    WINDOWS = "windows"
+    LINUX = "linux"
+    MACOS = "macos"
+    MACOS_ARM64 = "macos_arm64"
+    ANDROID = "android"
+    IOS = "ios"
+    RASPBIAN = "raspbian"
+
+
 # -- instruction-set features ---------------------------------------------------------------
 # (feature, gcc option, name in __builtin_cpu_supports() and __attribute__((target)),
 #  features GCC's option implies). Order: the canonical order of `Target.extensions`.
@@ -88,11 +102,28 @@ _FEATURES = [
     ("amx_int8", "-mamx-int8", "amx-int8", ("amx_tile",)),
     ("amx_bf16", "-mamx-bf16", "amx-bf16", ("amx_tile",)),
 ]
-FEATURES = tuple(f for f, _, _, _ in _FEATURES)
+# AArch64 features by their /proc/cpuinfo names (the "Features" line of an Arm machine), with the
+# -march extension gcc spells them with ("" for the Armv8-A baseline: FP and Advanced SIMD (Neon)
+# are mandatory in AArch64) and the features each implies. Kept after x86's in the canonical order.
+_ARM_FEATURES = [
+    ("fp", "", ()),
+    ("asimd", "", ("fp",)),
+    ("fphp", "fp16", ("fp",)),
+    ("asimdhp", "fp16", ("asimd", "fphp")),
+    ("asimddp", "dotprod", ("asimd",)),
+    ("i8mm", "i8mm", ("asimd",)),
+    ("bf16", "bf16", ("asimd",)),
+    ("sve", "sve", ("asimd", "fphp", "asimdhp")),
+    ("sve2", "sve2", ("sve",)),
+]
+ARM_FEATURES = tuple(f for f, _, _ in _ARM_FEATURES)
+ARM_BASELINE = frozenset({"fp", "asimd"})
+ARM_MARCH_EXTENSION = {f: ext for f, ext, _ in _ARM_FEATURES}
+FEATURES = tuple(f for f, _, _, _ in _FEATURES) + ARM_FEATURES
 _BASELINE = frozenset({"mmx", "sse", "sse2"})
 _ORDER = {f: k for k, f in enumerate(FEATURES)}
 _GCC_OPTION = {f: opt for f, opt, _, _ in _FEATURES}
-_IMPLIES = {f: imp for f, _, _, imp in _FEATURES}
+_IMPLIES = {**{f: imp for f, _, _, imp in _FEATURES}, **{f: imp for f, _, imp in _ARM_FEATURES}}
 # what __builtin_cpu_supports() and __attribute__((target(...))) call them
 BUILTIN_NAMES = {f: b for f, _, b, _ in _FEATURES if f not in _BASELINE}
 # cpuinfo calls SSE3 "pni" (Prescott New Instructions)
@@ -115,10 +146,13 @@ _NAMES.update({
     "AVX512VNNI": ("avx512_vnni",), "AVX512BF16": ("avx512_bf16",), "AVX512FP16": ("avx512_fp16",),
     "VNNI": ("avx512_vnni",), "AMX": ("amx_tile",), "AMXTILE": ("amx_tile",), "AMXINT8": ("amx_int8",),
     "AMXBF16": ("amx_bf16",),
+    # Arm's names (the architecture's and gcc's): Neon is Advanced SIMD
+    "NEON": ("asimd",), "ADVSIMD": ("asimd",), "DOTPROD": ("asimddp",), "FP16": ("fphp", "asimdhp"),
+    "SVE": ("sve",), "SVE2": ("sve2",), "I8MM": ("i8mm",), "BF16": ("bf16",),
 })
 # `has()`: one feature per name (has("AVX512") asks for AVX-512 F, has("AVX2") for AVX2)
 _HAS = {k: v[0] for k, v in _NAMES.items()}
-_HAS.update({"AVX512": "avx512f", "AVX2": "avx2", "SSE4": "sse4_2"})
+_HAS.update({"AVX512": "avx512f", "AVX2": "avx2", "SSE4": "sse4_2", "FP16": "asimdhp"})
 
 
 def _feature_closure(features) -> set:
@@ -181,6 +215,8 @@ def widest_vector(extensions) -> tuple:
         return 32, 16  # ymm0-15
     if "sse" in ext:
         return 16, 16  # xmm0-15
+    if "asimd" in ext:
+        return 16, 32  # AArch64's v0-v31 (SVE's z registers are as wide at least)
     return 0, 0
 
 

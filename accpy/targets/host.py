@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import re
 from typing import Optional
 
-from .features import (_BASELINE, _CPUINFO_NAMES, FEATURES, Architecture, Category, Runtime, _kib, _sorted_features,
-                       widest_vector)
-from .models import model_for_brand
+from .features import (_BASELINE, _CPUINFO_NAMES, ARM_BASELINE, FEATURES, Architecture, Category, Runtime, _kib,
+                       _sorted_features, widest_vector)
+from .models import UnknownTargetError, lookup, model_for_brand
 
 
 # -- host detection -----------------------------------------------------------------------
@@ -36,10 +37,11 @@ def _cpuinfo_fields() -> dict:
 
 
 def _host_features(info: dict) -> tuple:
-    flags = set(info.get("flags", "").split())
+    # x86 machines list their features as "flags", Arm ones as "Features" (asimd, asimddp, sve, ...)
+    flags = set((info.get("flags") or info.get("Features") or "").split())
     flags |= {v for k, v in _CPUINFO_NAMES.items() if k in flags}
-    if not flags:  # no /proc/cpuinfo: what every x86-64 CPU has
-        flags = set(_BASELINE)
+    if not flags:  # no /proc/cpuinfo: what every CPU of this architecture has
+        flags = set(ARM_BASELINE if _architecture() is Architecture.AARCH64 else _BASELINE)
     # as the CPU reports them (no implied features added: the kernel hides a feature the OS
     # does not enable, and a feature added here would be checked at every call)
     return _sorted_features(f for f in FEATURES if f in flags)
@@ -163,8 +165,6 @@ def _host_frequencies(brand: str) -> tuple:
 
 
 def _architecture() -> Architecture:
-    import platform
-
     m = platform.machine().lower()
     return {"x86_64": Architecture.X86_64, "amd64": Architecture.X86_64, "i386": Architecture.X86,
             "i686": Architecture.X86, "aarch64": Architecture.AARCH64, "arm64": Architecture.AARCH64,
@@ -219,8 +219,6 @@ def posed_model():
     name = os.environ.get(HOST_MODEL_VARIABLE, "").strip()
     if not name:
         return None
-    from .models import UnknownTargetError, lookup
-
     try:
         spec = lookup(name)
     except UnknownTargetError as e:

@@ -14,7 +14,11 @@ A target library describes one piece of hardware as data plus a few hooks, in si
 * plan-time checks (`check_cache_location`);
 * packaging: native units linked into a package that calls the library (`native_units`), C
   symbols it exports there (`package_exports`, `package_symbols`) and methods a loaded package
-  gains (`runtime_methods`, e.g. a model's counters).
+  gains (`runtime_methods`, e.g. a model's counters);
+* the toolchain (`toolchain`): how code for a target is compiled, guarded and run (toolchain.py).
+
+The vector ISA's dot products are data (`dot_products`: `DotProduct` rows, neutral operation x
+element types -> the template of the instruction, in the library's own file).
 
 A library is registered once (`register_library`); `Target.libraries` lists those that apply to
 a target (`applies_to`). Every hook has a default meaning "this library does not do that", so a
@@ -26,7 +30,61 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..ir.expr import as_int
 from ..ir.types import ScalarType
+
+
+@dataclass(frozen=True)
+class VectorISA:
+    """One vector register shape (`lanes` x `dtype`) and the C templates of its operations.
+
+    Templates use `{a}`, `{b}`, `{c}` (operands), `{p}` (address), `{m}` (lane mask), `{n}` (lane
+    count), `{s}` (stride in elements). A dot product's operand of which every group holds only
+    its first elements (the tail of a reduction that is no multiple of the group) is loaded with
+    `mload` and the mask `group_mask` gives, or, for a shape without such masks, with the template
+    `mload_groups` ({p}; {g} the group, {k} the elements read of each, {n} the active elements or
+    -1 for all of them)."""
+
+    name: str  # "avx512" | "avx2" | "neon" ...
+    dtype: ScalarType
+    lanes: int
+    ctype: str
+    ops: dict = field(hash=False, compare=False)
+    features: tuple = ()  # cpu features the templates need
+    extra: dict = field(default_factory=dict, hash=False, compare=False)  # gathers, scatters, products
+
+    def template(self, op: str) -> Optional[str]:
+        """The C template of `op`, or None when this shape has no instruction for it."""
+        t = self.ops.get(op)
+        return t if t is not None else self.extra.get(op)
+
+    @property
+    def mask_expr(self) -> str:
+        """C for the mask of the first {n} lanes (n in 0..lanes)."""
+        return self.ops["mask"]
+
+    def group_mask(self, lanes: int, group: int, part: int, count_mask: Optional[str]) -> Optional[str]:
+        """C of the `mload` mask of the first `part` elements of every `group` of `lanes` (and of the
+        active elements only, `count_mask` being their mask, when not None); None: this shape has
+        no such masks (`mload_groups` instead)."""
+        return None
+
+
+@dataclass(frozen=True)
+class DotProduct:
+    """A dot-product instruction of a vector ISA, as data: per lane of the `acc` shape, the sum of
+    `group` products of adjacent elements of the two operands (element types `factors`, in the
+    instruction's operand order), added into the accumulator by the instruction itself
+    (`accumulates`) or by a separate add. `op` names the template of the accumulator's shape
+    ({c} + dot({a}, {b}) when accumulating, else dot({a}, {b})); `moves`: how many elements an
+    operand may move per lane (`group`: a group per lane; 0: one group repeated in every lane)."""
+
+    op: str
+    group: int
+    acc: ScalarType
+    factors: tuple
+    accumulates: bool
+    moves: tuple
 
 
 @dataclass(frozen=True)
@@ -74,8 +132,6 @@ class Intrinsic:
         """The configuration state a call with `args` writes (None: not a config write)."""
         if self.config is None:
             return None
-        from ..ir.expr import as_int
-
         vals = {}
         for p, a in zip(self.params, args):
             v = as_int(a)
@@ -150,9 +206,17 @@ class TargetLibrary:
         tile of B), or None. The cache pads its rows with zeros up to whole blocks."""
         return None
 
+    def dot_products(self, target=None) -> tuple:
+        """The dot-product instructions (`DotProduct`) `target` has in this library (None: all of them)."""
+        return ()
+
     def precompiled_header(self) -> Optional[str]:
         """C text worth precompiling for kernels with vector code (e.g. a large system header)."""
         return None
+
+    def vector_prelude(self, target) -> str:
+        """C a package with vector code for `target` needs before its kernels (headers, helpers), or ""."""
+        return ""
 
     # -- tensor instructions -------------------------------------------------------------------------
     def tensor_intrinsic(self, spec):
@@ -225,6 +289,11 @@ class TargetLibrary:
     def runtime_methods(self) -> dict:
         """Methods a loaded package gains: {name: function(loaded package) -> result}."""
         return {}
+
+    # -- toolchain -------------------------------------------------------------------------------------
+    def toolchain(self, target):
+        """The `Toolchain` (toolchain.py) that builds code for `target`, when this library gives it, else None."""
+        return None
 
 
 # -- the registry --------------------------------------------------------------------------------------
@@ -328,3 +397,21 @@ def vector_shape_of(dtype: ScalarType, lanes: int, target=None):
         if s is not None:
             return s
     raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")
+
+
+def dot_products(target) -> tuple:
+    """The dot-product instructions of `target`'s libraries (`DotProduct`), in registration order."""
+    out = []
+    for lib in libraries_for(target):
+        out.extend(lib.dot_products(target))
+    return tuple(out)
+
+
+def vector_prelude(target) -> str:
+    """The C every library of `target` needs before kernels with vector code ("" for none)."""
+    return "".join(lib.vector_prelude(target) for lib in libraries_for(target))
+
+
+def all_dot_products() -> tuple:
+    """Every registered library's dot-product instructions (whatever the target)."""
+    return tuple(p for lib in _LIBRARIES for p in lib.dot_products(None))

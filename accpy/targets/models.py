@@ -72,6 +72,12 @@ def _cpu(name, family, aliases, extensions, cores, threads, base, turbo, l1d, l2
                      (l1d // KiB, l2 // KiB, l3 // KiB), (64, 64, 64), vector_bytes, registers)
 
 
+def _arm(name, family, aliases, extensions, cores, l1d, l2, l3):
+    sizes = tuple(x // KiB for x in (l1d, l2, l3) if x)
+    return ModelSpec(name, family, aliases, Category.CPU, Architecture.AARCH64, extensions, cores, cores, None,
+                     None, sizes, (64,) * len(sizes), 16, 32)
+
+
 SPECS = [
     # Intel Core i7-4770 (Haswell, 2013). Intel ARK, "Intel Core i7-4770 Processor, 8M Cache,
     # up to 3.90 GHz": 4 cores, 8 threads, 3.40 GHz base, 3.90 GHz turbo, 8 MB L3; Haswell
@@ -117,6 +123,22 @@ SPECS = [
     # cores: 32 KiB L1d, 256 KiB L2 each; AVX2, FMA3, F16C; 16 ymm registers. (Not in Accera's
     # table, which has its sibling "Intel E5-2620 v3"; named in Accera conformance reports.)
     _cpu("Intel Xeon E5-2630 v3", "Haswell-EP", (), _AVX2, 8, 16, 2.4, 3.2, 32 * KiB, 256 * KiB, 20 * MiB, 32, 16),
+    # Generic AArch64 cores (the architecture's versions, for cross compilation; SPEC of issue 29).
+    # Armv8-A: FP and Advanced SIMD (Neon) only, as the Cortex-A53 / Cortex-A72 of the Raspberry
+    # Pi 3B / 4B (Arm Cortex-A72 MPCore TRM: 32 KiB L1 data, 1 MiB L2 shared by 4 cores), 32
+    # 128-bit registers (v0-v31).
+    _arm("ARMv8-A", "Armv8-A", ("AArch64",), ("fp", "asimd"), 4, 32 * KiB, 1 * MiB, 0),
+    # Armv8.2-A with the dot product (SDOT / UDOT) and half-precision extensions, sized as Arm's
+    # Neoverse N1 (Arm Neoverse N1 Core TRM: 64 KiB L1 data, 1 MiB private L2 per core; AWS
+    # Graviton2's cores, 32 MiB system-level cache).
+    _arm("ARMv8.2-A", "Armv8.2-A", ("Neoverse N1", "Graviton2"),
+         ("fp", "asimd", "fphp", "asimdhp", "asimddp"), 4, 64 * KiB, 1 * MiB, 32 * MiB),
+    # Armv9-A with SVE2, the int8 matrix multiply (SMMLA) and BF16, sized as Arm's Neoverse N2
+    # (Arm Neoverse N2 Core TRM: 64 KiB L1 data, up to 1 MiB private L2). Its Neon half is what
+    # accpy emits today; SVE's scalable vectors are not used yet.
+    _arm("ARMv9-A", "Armv9-A", ("Neoverse N2",),
+         ("fp", "asimd", "fphp", "asimdhp", "asimddp", "i8mm", "bf16", "sve", "sve2"), 4, 64 * KiB, 1 * MiB,
+         32 * MiB),
     # Gemmini (UC Berkeley's systolic-array accelerator, github.com/ucb-bar/gemmini, default
     # configuration; SPEC §3): a 16 x 16 array (DIM 16) of int8 inputs with int32
     # accumulation; scratchpad 256 KiB = 4 banks x 4096 rows x 16 int8; accumulator 64 KiB =

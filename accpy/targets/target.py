@@ -39,10 +39,12 @@ from __future__ import annotations
 from dataclasses import FrozenInstanceError, dataclass, fields
 from typing import Optional
 
-from .features import (_BASELINE, _GCC_OPTION, _HAS, GPU_RUNTIMES, Architecture, Category, Extensions, Runtime,
-                       _key, normalize_extensions, widest_vector)
+from .features import (_HAS, ARM_FEATURES, GPU_RUNTIMES, Architecture, Category, Extensions, Runtime, _key,
+                       normalize_extensions, widest_vector)
 from .host import _host_values
 from .library import libraries_for
+from .models import lookup
+from .toolchain import toolchain_for
 
 
 # -- the Target class -----------------------------------------------------------------------
@@ -115,6 +117,22 @@ def _extra(value):
     return tuple(out)
 
 
+def _check_architecture(architecture, extensions) -> None:
+    """ValueError for extensions of one architecture on a target of another (x86's on Arm or back)."""
+    arm = [e for e in extensions if e in ARM_FEATURES]
+    if architecture in (Architecture.ARM, Architecture.AARCH64):
+        other = [e for e in extensions if e not in ARM_FEATURES]
+    elif arm:
+        other = arm
+    else:
+        return
+    if other:
+        raise ValueError(f"extensions: {', '.join(other)} {'is' if len(other) == 1 else 'are'} not "
+                         f"{architecture.value} instruction-set extension{'' if len(other) == 1 else 's'}; give "
+                         f"architecture= too (e.g. acc.Target(\"ARMv8.2-A\") for AArch64 with Neon and dot "
+                         f"products)")
+
+
 _OVERRIDABLE = ("category", "type", "architecture", "runtime", "name", "family", "extensions", "num_threads",
                 "num_cores", "vector_bytes", "vector_registers", "frequency_GHz", "tensor_core_info",
                 "turbo_frequency_GHz", "cache_sizes", "cache_lines", "extra")
@@ -154,6 +172,7 @@ def _apply(values: dict, overrides: dict) -> dict:
             out[k] = o[k]
     if "extensions" in o:
         out["extensions"] = normalize_extensions(o["extensions"])
+        _check_architecture(out["architecture"], out["extensions"])
         # the register shape follows the new extensions, where not given too
         if out["category"] is Category.CPU:
             vb, vr = widest_vector(out["extensions"])
@@ -227,8 +246,6 @@ class Target:
         elif isinstance(known_name, str) and _key(known_name) == "HOST":
             base = dict(_host_values())
         else:
-            from .models import lookup
-
             base = lookup(known_name).values()
         overrides = dict(category=category, architecture=architecture, runtime=runtime, name=name, family=family,
                          extensions=extensions, num_threads=num_threads, num_cores=num_cores,
@@ -333,19 +350,21 @@ class Target:
         """Whether the target is a CPU (not an accelerator)."""
         return self.category is Category.CPU
 
+    @property
+    def toolchain(self):
+        """How code for this target is compiled, guarded and run (targets/toolchain.py): x86's for x86
+        CPUs, AArch64's (a cross compiler and an emulator on other machines) for AArch64 ones, else
+        the host's C compiler."""
+        return toolchain_for(self)
+
     def required_features(self) -> list:
-        """Features the emitted code may use beyond x86-64's baseline: checked at call time (no SIGILL)."""
-        if not self.is_cpu or self.architecture not in (Architecture.X86_64, Architecture.X86):
-            return []  # the features named here are x86 ones (an ARM model's "fpu" is not)
-        return [f for f in self.extensions if f not in _BASELINE]
+        """Features the emitted code may use beyond the architecture's baseline (x86-64's: checked at
+        call time, no SIGILL; AArch64's: compiled for)."""
+        return self.toolchain.required_features(self)
 
     def compiler_flags(self) -> list:
         """gcc flags that enable exactly this target's instruction-set extensions."""
-        flags = [_GCC_OPTION[f] for f in self.required_features()]
-        if self.has("avx512f"):
-            flags.append("-mprefer-vector-width=512" if self.vector_bytes >= 64 else
-                         f"-mprefer-vector-width={max(self.vector_bytes, 16) * 8}")
-        return flags
+        return self.toolchain.compiler_flags(self)
 
     def describe(self) -> str:
         """A stable description of what code generation may depend on (function-name hashes)."""

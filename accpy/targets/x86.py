@@ -12,38 +12,29 @@ handle one lane at a time (x86lanes.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 from ..ir.types import ScalarType
-from .library import TargetLibrary, register_library
+from .library import DotProduct, TargetLibrary, register_library
+from .library import VectorISA as _Shape
 from .x86_math import add_math
+from .x86_toolchain import x86_toolchain
 from .x86lanes import Lanes
 
 F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, ScalarType.int64
 
 
-@dataclass(frozen=True)
-class VectorISA:
-    """One vector register shape (`lanes` x `dtype`) and the C templates of its operations."""
+class VectorISA(_Shape):
+    """An x86 register shape (targets/library.py `VectorISA`): masks of AVX-512 are bit masks, so a
+    dot product's partial groups are loaded with a constant lane pattern."""
 
-    name: str  # "avx512" | "avx2"
-    dtype: ScalarType
-    lanes: int
-    ctype: str
-    ops: dict = field(hash=False, compare=False)
-    features: tuple = ()  # cpu features the templates need
-    extra: dict = field(default_factory=dict, hash=False, compare=False)  # gathers, scatters, madd16
-
-    def template(self, op: str) -> Optional[str]:
-        """The C template of `op`, or None when this shape has no instruction for it."""
-        t = self.ops.get(op)
-        return t if t is not None else self.extra.get(op)
-
-    @property
-    def mask_expr(self) -> str:
-        """C for the mask of the first {n} lanes (n in 0..lanes)."""
-        return self.ops["mask"]
+    def group_mask(self, lanes: int, group: int, part: int, count_mask: Optional[str]) -> Optional[str]:
+        slot = (1 << part) - 1
+        pattern = 0
+        for g in range(lanes // group):
+            pattern |= slot << (g * group)
+        m = f"0x{pattern:x}ull"
+        return m if count_mask is None else f"({m} & {count_mask})"
 
 
 _CMP_PS = {"lt": "_CMP_LT_OQ", "le": "_CMP_LE_OQ", "gt": "_CMP_GT_OQ", "ge": "_CMP_GE_OQ",
@@ -385,6 +376,16 @@ _OP_FEATURES = {"madd16": ("avx512f", "avx512bw"), "dot4": ("avx512f", "avx512bw
                 "dot2": ("avx512f", "avx512bw", "avx512_bf16")}
 _OP_DTYPE = {"madd16": I32, "dot4": I32, "dot2": F32}
 
+# x86's dot products (the vectorizer's table; accpy/lower/vector_products.py): VPMADDWD (int16
+# pairs, every operand moving, C += its result), VPDPBUSD (uint8 x int8 quads into int32) and
+# VDPBF16PS (bfloat16 pairs into float32), which add into the accumulator themselves and whose
+# first operand may be one group repeated in every lane
+DOT_PRODUCTS = (
+    DotProduct("madd16", 2, I32, (ScalarType.int16, ScalarType.int16), False, (2,)),
+    DotProduct("dot4", 4, I32, (ScalarType.uint8, ScalarType.int8), True, (0, 4)),
+    DotProduct("dot2", 2, F32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),
+)
+
 
 def _shape(name: str, dtype: ScalarType) -> Optional[VectorISA]:
     return LIBRARY.get((name, dtype)) or NARROW.get((name, dtype))
@@ -444,9 +445,17 @@ class X86VectorLibrary(TargetLibrary):
         isa = vector_isa_for(target, dtype)
         return isa is not None and isa.template(op) is not None
 
+    def dot_products(self, target=None) -> tuple:
+        if target is None:
+            return DOT_PRODUCTS
+        return tuple(p for p in DOT_PRODUCTS if self.supports_vector_op(target, p.acc, p.op))
+
     def precompiled_header(self) -> Optional[str]:
         # <immintrin.h> is the largest header a kernel includes (about 0.2 s of every compile)
         return "#include <immintrin.h>\n"
+
+    def toolchain(self, target):
+        return x86_toolchain(target)
 
 
 X86_VECTOR = register_library(X86VectorLibrary())

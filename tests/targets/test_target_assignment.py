@@ -53,6 +53,9 @@ def test_assignment_is_validated_and_normalized():
     assert t == T()  # nothing changed by the refused assignments
     t.architecture = "aarch64"
     assert t.architecture is T.Architecture.AARCH64
+    with pytest.raises(ValueError, match="extensions: .*avx512f.* are not AARCH64 instruction-set extensions"):
+        t.extensions = ["AVX512"]  # (x86's extensions on an AArch64 target)
+    t.architecture = "x86_64"
     t.extensions = ["AVX512"]  # the register shape follows, as with the keyword
     assert t.has("avx512f") and (t.vector_bytes, t.vector_registers) == (64, 32)
     t.frequency_GHz = None  # an optional value may be cleared
