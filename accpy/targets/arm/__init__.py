@@ -1,0 +1,62 @@
+"""AArch64 as a target library: the Neon vector ISA (neon.py: float32 with FMLA, int32, SDOT /
+UDOT dot products), its toolchain (toolchain.py: the cross compiler and qemu on other machines)
+and running a built package's functions under emulation (emulate.py).
+
+    plan = schedule.create_plan(acc.Target("ARMv8.2-A"))   # Neon with dot products
+    lib = package.build("mm", output_dir=out)              # cross-compiled: .c .h .hat .so .a
+    C, = run_under_emulation(out, "mm", [A, B, C])[2:]     # run under qemu, results back as numpy
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ...ir.types import ScalarType
+from ..features import Architecture
+from ..library import TargetLibrary, VectorISA, register_library
+from .emulate import run_calls, run_under_emulation
+from .neon import DOT_FEATURES, DOT_PRODUCTS, OPERAND_SHAPES, PRELUDE, SHAPES
+from .toolchain import AARCH64_TOOLCHAIN, AArch64Toolchain, aarch64_toolchain
+
+
+class NeonLibrary(TargetLibrary):
+    """AArch64's Advanced SIMD (Neon) behind the target interface, and AArch64's toolchain."""
+
+    name = "AArch64 Neon"
+
+    def applies_to(self, target) -> bool:
+        return target.architecture is Architecture.AARCH64 and target.has("asimd") and target.vector_bytes >= 16
+
+    def vector_shape(self, target, dtype: ScalarType) -> Optional[VectorISA]:
+        return SHAPES.get(dtype)
+
+    def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None) -> Optional[VectorISA]:
+        for isa in (SHAPES.get(dtype), OPERAND_SHAPES.get(dtype)):
+            if isa is not None and isa.lanes == lanes:
+                return isa
+        return None
+
+    def lane_shape(self, target, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
+        isa = SHAPES.get(dtype)
+        return isa if isa is not None and isa.lanes == lanes else None
+
+    def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
+        if any(p.op == op for p in DOT_PRODUCTS):
+            return dtype is ScalarType.int32 and all(target.has(f) for f in DOT_FEATURES)
+        isa = SHAPES.get(dtype)
+        return isa is not None and isa.template(op) is not None
+
+    def dot_products(self, target=None) -> tuple:
+        if target is None:
+            return DOT_PRODUCTS
+        return tuple(p for p in DOT_PRODUCTS if self.supports_vector_op(target, p.acc, p.op))
+
+    def vector_prelude(self, target) -> str:
+        return PRELUDE
+
+    def toolchain(self, target):
+        return aarch64_toolchain(target)
+
+
+NEON = register_library(NeonLibrary())
+
+__all__ = ["AARCH64_TOOLCHAIN", "AArch64Toolchain", "NEON", "NeonLibrary", "run_calls", "run_under_emulation"]
