@@ -146,6 +146,19 @@ def test_imports_follow_the_layers():
     assert not bad, "imports against DESIGN.md's layers:\n" + "\n".join(bad)
 
 
+MAX_FUNCTION_IMPORTS = 30  # imports of accpy modules inside functions, the FACADES included
+
+
+def test_imports_are_at_module_level():
+    """An import of an accpy module belongs at the top of the module: inside a function it hides a
+    dependency (and often a cycle) from the reader. The few that stay say why in a comment (an
+    upward FACADE, an optional compiled module)."""
+    inner = [f"{a}:{line} ({fn}) imports {b}" for a, b, line, fn in _imports(_modules()) if fn]
+    assert len(inner) < MAX_FUNCTION_IMPORTS, (f"{len(inner)} imports of accpy modules inside functions (at most "
+                                               f"{MAX_FUNCTION_IMPORTS - 1}); move them to the top of their module:\n"
+                                               + "\n".join(sorted(inner)))
+
+
 def _code_tokens(path: Path):
     """(line, text) of the names and string literals of a module, docstrings and comments left out."""
     src = path.read_text()

@@ -1,4 +1,4 @@
-"""The Gemmini functional model (native/gemmini, driven through accpy/testing/gemmini.py) against
+"""The Gemmini functional model (native/gemmini, driven through accpy/targets/gemmini/model.py) against
 the numpy references of accpy/targets/gemmini/machine.py: every intrinsic on random data (rounding ties, saturation,
 ReLU, accumulate/overwrite, garbage operands, zero fills, load queues, partial tiles, block
 moves, transposes), a 64x64x64 tiled matmul driven instruction by instruction, the strict
@@ -22,7 +22,7 @@ from accpy.paths import native_dir
 from accpy.targets.gemmini.machine import (ACC_ROWS, DIM, GARBAGE_ADDR, NO_ACTIVATION, OUTPUT_STATIONARY, RELU,
                                            SPAD_ROWS, acc_addr, acc_scale, mvin_scale_acc, ref_compute, ref_matmul,
                                            ref_mvin, ref_mvin_layout, ref_mvout, ref_write_acc, transfer_cycles)
-from accpy.testing.gemmini import GemminiError, GemminiModel
+from accpy.targets.gemmini.model import GemminiError, GemminiModel
 
 HYP = settings(max_examples=40, deadline=None)
 

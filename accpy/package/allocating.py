@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.c import Names, function_params
 from ..ir.names import c_string
+from ..nest.array import Array, Dimension, OutputDimension, Scalar
+from ..nest.nest import Nest
+from ..nest.output_arrays import allocated_arrays, defined_dimensions, sizes_nest
 from .signature import describe_arguments, function_hash
+from .sources import _decl_type, c_type
 
 
 class AllocatingFunction:
     """One function with allocated OUTPUT arrays: its two parts and its own signature."""
 
     def __init__(self, args, base_name: str, sizes, kernel, dims, arrays, target_desc: str, parameters: dict):
-        from ..nest.array import Array, OutputDimension
-
         self.args = tuple(args)
         self.base_name = base_name
         self.sizes, self.kernel = sizes, kernel  # PackageFunctions
@@ -40,8 +43,6 @@ class AllocatingFunction:
 
     # -- C ------------------------------------------------------------------------------------
     def _params(self) -> str:
-        from .sources import _decl_type
-
         out = []
         for (kind, _), info in zip(self._slots, self.infos):
             if kind == "array":
@@ -65,8 +66,6 @@ class AllocatingFunction:
 
     def definition(self) -> str:
         """Its C definition: compute the sizes, allocate, run the kernel, hand the arrays back."""
-        from ..codegen.c import Names, function_params
-
         name_of = {id(a): i.name for a, i in zip(self.args, self.infos)}
         # the two parts may sit in another translation unit: declared as they are defined
         lines = [f"void {pf.name}({function_params(pf.lowered(f'{pf.name}__impl'), Names())});"
@@ -84,8 +83,6 @@ class AllocatingFunction:
         for d in self.dims:
             if any(d is a for a in self.args):
                 lines.append(f"    {name_of[id(d)]}[0] = accpy_n_{d.name};")
-        from ..nest.array import OutputDimension
-        from .sources import c_type
 
         ptrs = []
         for a in self.arrays:
@@ -119,8 +116,6 @@ class AllocatingFunction:
     # -- Python ---------------------------------------------------------------------------------
     def python_callable(self, lib):
         """`f(inputs...)` -> the allocated array (or a tuple of them), through the two parts."""
-        from ..nest.array import OutputDimension
-
         sizes_fn, kernel_fn = lib[self.sizes.name], lib[self.kernel.name]
         inputs = [a for kind, a in self._slots if kind == "input"]
         names = [i.name for (kind, _), i in zip(self._slots, self.infos) if kind == "input"]
@@ -163,9 +158,6 @@ def _kernel_args(args, dims) -> tuple:
 def split_allocating(package_function_cls, plan, args, base_name: str, parameters: dict, auxiliary):
     """(sizes PackageFunction, kernel PackageFunction, AllocatingFunction) for a function whose
     arguments hold OUTPUT dimensions set at definition, or None when they hold none."""
-    from ..nest.array import Dimension, OutputDimension, Scalar
-    from ..nest.output_arrays import allocated_arrays, defined_dimensions, sizes_nest
-
     dims = defined_dimensions(args)
     if not dims:
         return None
@@ -178,7 +170,6 @@ def split_allocating(package_function_cls, plan, args, base_name: str, parameter
     base = base_name or "function"
     inputs = [a for a in args if isinstance(a, (Dimension, Scalar))]
     sizes_args = tuple(inputs) + tuple(dims)
-    from ..nest.nest import Nest
 
     sizes = package_function_cls(sizes_nest(dims, Nest).create_schedule().create_plan(plan.target), sizes_args,
                                  f"{base}_sizes", parameters)

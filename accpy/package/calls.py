@@ -16,15 +16,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.polyhedra import part_guard
+from ..codegen.c import CEmitter, Names, emit_function, function_params
 from ..errors import LogicError, ScheduleError
 from ..ir.affine import Affine, to_affine
-from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var
+from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, idx_op
 from ..ir.kinds import BufferRole
+from ..ir.names import c_string
+from ..ir.printer import expr_str
 from ..ir.stmt import Alloc, For, Function, If, Stmt, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import free_vars, substitute
+from ..lower.scan import conjunction
 from ..nest.array import Array, Dimension, Role, Scalar
-from ..nest.functions import ArrayBinding, capture_function, statement_nest
+from ..nest.functions import ArrayBinding, capture_function, record_call, statement_nest
+from ..nest.nest import Nest
+from ..nest.parameters import parameter_values
+from ..nest.reference import evaluate, evaluate_expr
+from ..plan.erase import erased_vars
+from ..plan.lowering import argument_objects
+from ..plan.plan import Plan
+from ..schedule.schedule import Schedule
+from ..targets import Target
 from .signature import describe_arguments, function_hash
 
 
@@ -38,8 +51,6 @@ class Invoke(Stmt):
 
 
 def _emitter_class():
-    from ..codegen.c import CEmitter
-
     class CallEmitter(CEmitter):
         """The C emitter, with calls of other functions of the package."""
 
@@ -123,8 +134,6 @@ class CallingFunction:
 
     def __init__(self, args, base_name: str, target, python_fn=None, plan=None, description: str = "",
                  auxiliary=None):
-        from ..plan.lowering import argument_objects
-
         self.args = tuple(args)
         self.requested_args = self.args
         self.base_name = base_name
@@ -149,8 +158,6 @@ class CallingFunction:
         return self.base_name or getattr(self.python_fn, "__name__", "") or self.name
 
     def __call__(self, *args):
-        from ..nest.functions import record_call
-
         record_call(self, self.args, args)
 
     # -- the steps -----------------------------------------------------------------------------
@@ -203,8 +210,6 @@ class CallingFunction:
     def _check_order(self):
         """The calls must run in the nest's order: accpy does not analyze dependences between calls, so
         a schedule that would run two calls in another order than the nest's is refused."""
-        from ..plan.erase import erased_vars
-
         space = self.plan.schedule.space
         part, erased = space.parts[0], erased_vars(self.plan)
         nest_vars = list(part.index_map)
@@ -228,9 +233,6 @@ class CallingFunction:
     # -- lowering -------------------------------------------------------------------------------
     def _loops(self):
         """(loop variables and their ends, the guard, the map of nest indices) of a nest of calls."""
-        from ..analysis.polyhedra import part_guard
-        from ..plan.erase import erased_vars
-
         if self.plan is None:
             return [], [], {}
         space = self.plan.schedule.space
@@ -263,8 +265,6 @@ class CallingFunction:
                 body.append(st[1].store)
         stmt = block(*body)
         if guard:
-            from ..lower.scan import conjunction
-
             stmt = If(conjunction(guard), stmt)
         for v, hi in reversed(loops):
             stmt = For(v, Const(0), hi, stmt)
@@ -278,8 +278,6 @@ class CallingFunction:
 
     def impl_source(self, name: str, linkage: str) -> str:
         """The C of the implementation, after declarations of the functions it calls."""
-        from ..codegen.c import Names, emit_function, function_params
-
         decls = []
         for callee in self._callees():
             fn = callee.lowered(f"{callee.name}__impl")
@@ -380,8 +378,6 @@ class CallingFunction:
     def reference(self, values: dict) -> None:
         """Run the function on `values` (Array / Dimension / Scalar objects of its arguments -> numpy arrays
         and numbers), updating the arrays in place, as the generated code does."""
-        from ..nest.reference import evaluate, evaluate_expr
-
         steps, temps = self.program()
         bufs = {a.buffer: np.asarray(values[a]) for a in self.args if isinstance(a, Array)}
         env = {a.var: values[a] for a in self.args if isinstance(a, (Dimension, Scalar))}
@@ -417,15 +413,11 @@ class CallingFunction:
 
 
 def _text(e) -> str:
-    from ..ir.printer import expr_str
-
     return expr_str(e)
 
 
 def _sum(coeffs, strides, j):
     """The memory stride of view dimension j: sum over root dimensions of coefficient * stride."""
-    from ..ir.expr import idx_op
-
     out = Const(0)
     for row, st in zip(coeffs, strides):
         if row[j]:
@@ -434,8 +426,6 @@ def _sum(coeffs, strides, j):
 
 
 def _window_index(off, row, ts):
-    from ..ir.expr import idx_op
-
     out = off
     for c, t in zip(row, ts):
         if c:
@@ -481,14 +471,7 @@ def calling_function(source, args, base_name: str, parameters, auxiliary):
     plan (schedule, nest) whose logic calls functions; None for any other source."""
     import inspect
 
-    from ..nest.nest import Nest
-    from ..plan.plan import Plan
-    from ..schedule.schedule import Schedule
-    from ..targets import Target
-
     if isinstance(source, (Nest, Schedule, Plan)):
-        from ..nest.parameters import parameter_values
-
         plan = source if isinstance(source, Plan) else source.create_plan() if isinstance(source, Schedule) \
             else source.create_schedule().create_plan()
         with parameter_values(parameters[0] if isinstance(parameters, list) and parameters else
@@ -525,8 +508,6 @@ def preconditions_of(fn) -> list:
 
 def precondition_checks(fn, display: str) -> list:
     """C lines refusing a call whose index arguments break a precondition (the error names it)."""
-    from ..ir.names import c_string
-
     names = {i.obj: i.name for i in fn.infos}
     lines = []
     for p in preconditions_of(fn):

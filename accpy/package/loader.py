@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Optional
 
 from ..ir.types import ScalarType
+from ..paths import cache_dir
 from ..targets.library import libraries
+from .compile import compile_cxx_module_standalone, copy_atomic, file_digest, log, output_lock
 from .signature import KIND_ARRAY, KIND_DIM, KIND_SCALAR, ArgInfo, position_map
+from .sources import alias_error_text
 
 _BINDER = None
 BINDER_ABI = 2  # native/binder.cpp's `ABI`
@@ -22,7 +25,7 @@ def get_binder():
     if _BINDER is not None:
         return _BINDER
     try:
-        from .. import _binder  # type: ignore[attr-defined]
+        from .. import _binder  # type: ignore[attr-defined]  # optional (built at install): may be missing
 
         # built at install: used unless it predates the interface this accpy calls
         if getattr(_binder, "ABI", None) == BINDER_ABI:
@@ -36,8 +39,6 @@ def get_binder():
         raise RuntimeError(f"accpy._binder ({_binder.__file__}) was built by an older accpy (interface "
                            f"{getattr(_binder, 'ABI', 1)}, this accpy needs {BINDER_ABI}); reinstall accpy "
                            "(pip install -e .) to rebuild it")
-    from .compile import compile_cxx_module_standalone
-
     path = compile_cxx_module_standalone()
     spec = importlib.util.spec_from_file_location("accpy._binder", path)
     mod = importlib.util.module_from_spec(spec)
@@ -54,9 +55,6 @@ def stable_library_path(lib: Path, file_name: Optional[str] = None) -> Path:
     code. A copy named after its content gives each version its own path. `file_name`
     keeps a fixed file name (an extension module's), inside a directory named by content.
     """
-    from .compile import copy_atomic, file_digest, log
-    from ..paths import cache_dir
-
     check_shared_object(lib)
     full = file_digest(lib)
     digest = full[:32]
@@ -111,8 +109,6 @@ def check_shared_object(path) -> None:
 
 def check_recorded(path: Path, size, sha256: str, what: str) -> None:
     """`path` has the size and hash recorded when it was written, else DamagedLibraryError."""
-    from .compile import file_digest
-
     got = path.stat().st_size
     if size is not None and got != size:
         raise DamagedLibraryError(f"{what} {path} is damaged: it has {got} bytes, {size} were written; "
@@ -191,8 +187,6 @@ class BuiltPackage:
     def __init__(self, name: str, output_dir: Path, library: Path, functions: list, files: dict,
                  module_build=None):
         """`functions`: (full name, base name, [ArgInfo], parameters) of each function of `library`."""
-        from .sources import alias_error_text
-
         self.name = name
         self.output_dir = Path(output_dir)
         self.files = files
@@ -300,8 +294,6 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
     if not p.exists():
         raise FileNotFoundError(f"no package at {p}")
     import sysconfig
-
-    from .compile import output_lock
 
     pkg_name = p.stem
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

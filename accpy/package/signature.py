@@ -13,6 +13,8 @@ from ..ir.kinds import BufferRole
 from ..ir.affine import to_affine
 from ..ir.names import C_KEYWORDS, C_LIBRARY_NAMES, CXX_KEYWORDS, argument_name_problem  # noqa: F401
 from ..ir.types import ScalarType
+from ..nest.array import Array, Dimension, OutputDimension, Role, is_scalar_argument
+from ..nest.naming import argument_names
 
 KIND_ARRAY, KIND_SCALAR, KIND_DIM = 0, 1, 2
 
@@ -62,8 +64,6 @@ class ArgInfo:
 
 
 def _layout_of(array) -> tuple:
-    from ..nest.array import Array
-
     lay = array.requested_layout
     if isinstance(lay, (tuple, list)):
         return "S", tuple(int(s) for s in lay)
@@ -79,9 +79,6 @@ def _layout_of(array) -> tuple:
 
 def describe_arguments(args) -> list:
     """ArgInfo for each of a function's `args` (Arrays, Dimensions, Scalars)."""
-    from ..nest.array import Array, Dimension, OutputDimension, Role, is_scalar_argument
-    from ..nest.naming import argument_names
-
     out = []
     seen = set()
     names = argument_names(args)  # inferred names that clash get a suffix (X, X_1)

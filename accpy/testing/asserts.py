@@ -6,24 +6,26 @@ from typing import Optional
 
 import numpy as np
 
+from ..nest.array import Array, Dimension, OutputDimension, Role, Scalar
+from ..nest.nest import Nest
+from ..nest.reference import evaluate
+from ..package import Package
+from ..package.compile import optimization
+from ..plan.plan import Plan
 from .replay import replay_code
+from .strategies import value_for
 
 _counter = iter(range(1, 1 << 62))
 
 
 def _written(args) -> list:
     """Positions of the arguments a function writes (INPUT_OUTPUT / OUTPUT arrays, OUTPUT dimensions)."""
-    from ..nest.array import Array, OutputDimension, Role
-
     return [k for k, a in enumerate(args)
             if isinstance(a, OutputDimension) or (isinstance(a, Array) and a.role in (Role.INPUT_OUTPUT, Role.OUTPUT))]
 
 
 def _data(args, data, seed: int) -> list:
     """The caller's data (copied), or random data for `args` (see accpy.testing.arrays)."""
-    from ..nest.array import Array, Dimension
-    from .strategies import value_for
-
     if data is not None:
         if len(data) != len(args):
             raise ValueError(f"data: expected {len(args)} values (one per argument), got {len(data)}")
@@ -45,9 +47,6 @@ TEST_OPT = "-O0"
 
 def run(x, args, data, *, opt: str = TEST_OPT):
     """Build `x` (a Nest, Schedule or Plan) with `args`, call it on a copy of `data`, return the copy."""
-    from ..package import Package
-    from ..package.compile import optimization
-
     pkg = Package()
     name = f"t{next(_counter)}"
     pkg.add(x, args=tuple(args), base_name=name)
@@ -60,8 +59,6 @@ def run(x, args, data, *, opt: str = TEST_OPT):
 
 
 def _tolerances(args, rtol, atol):
-    from ..nest.array import Array
-
     floats = any(isinstance(a, Array) and a.element_type.is_float for a in args)
     return (1e-4 if rtol is None and floats else rtol or 0.0), (1e-5 if atol is None and floats else atol or 0.0)
 
@@ -93,8 +90,6 @@ def _first_difference(got, want, rtol, atol) -> Optional[tuple]:
 
 
 def _describe(x) -> str:
-    from ..nest.nest import Nest
-
     if isinstance(x, Nest):
         return "the nest in its default order"
     try:
@@ -136,11 +131,6 @@ def assert_matches_reference(x, args, *, data=None, rtol: Optional[float] = None
                              seed: int = 0, opt: str = TEST_OPT) -> None:
     """Build `x` (a Nest, Schedule or Plan) and compare its outputs with the reference evaluator
     (the logic run in its default order in Python). Arguments as for `assert_equivalent`."""
-    from ..nest.array import Array, Dimension, OutputDimension, Scalar
-    from ..nest.nest import Nest
-    from ..nest.reference import evaluate
-    from ..plan.plan import Plan
-
     values = _data(args, data, seed)
     rtol, atol = _tolerances(args, rtol, atol)
     got = run(x, args, values, opt=opt)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
+from ._deps import hypothesis_strategies
+
 # How often each transform is drawn (splits and reorders reshape the most).
 TRANSFORM_WEIGHTS = {"split": 4, "tile": 2, "reorder": 4, "skew": 2, "pad": 1}
 
@@ -47,8 +49,6 @@ class HypothesisChooser(Chooser):
     """Choices from a hypothesis draw (`@st.composite`'s `draw`, or `data.draw`)."""
 
     def __init__(self, draw):
-        from ._deps import hypothesis_strategies
-
         self.draw, self.st = draw, hypothesis_strategies()
 
     def integer(self, lo, hi):

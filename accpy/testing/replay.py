@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import enum
 
+from ..nest.array import Array
+from ..nest.logic import Index
+from ..plan.cache import Cache
+from ..plan.plan import Plan
+
 
 def _fmt(v, names: dict) -> str:
     """A Python expression for an argument of a recorded call."""
-    from ..nest.array import Array
-    from ..nest.logic import Index
-    from ..plan.cache import Cache
-
     if isinstance(v, Index):
         return v.name
     if isinstance(v, Array):
@@ -71,8 +72,6 @@ def replay_code(x) -> str:
     to their names (`i, j, k = nest.get_indices()`), and the arrays named as they are in
     the logic. A fused schedule's parts are shown by their transforms only.
     """
-    from ..plan.plan import Plan
-
     plan = x if isinstance(x, Plan) else None
     schedule = plan.schedule if plan is not None else x
     nests = schedule.nests

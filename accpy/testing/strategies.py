@@ -11,6 +11,13 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..errors import LogicError, ScheduleError
+from ..ir.affine import to_affine
+from ..nest.array import Array, Dimension, OutputDimension, Role, Scalar
+from ..nest.bf16 import bfloat16_bits
+from ..nest.nest import Nest
+from ..plan.plan import Plan
+from ..schedule.schedule import Schedule
+from ..targets import Target
 from ._deps import hypothesis_strategies
 from .choices import HypothesisChooser, draw_transform, weighted_kinds
 
@@ -22,9 +29,6 @@ _REFUSED = (ValueError, TypeError, ScheduleError, LogicError, NotImplementedErro
 
 def _base(source) -> Callable:
     """A function making a fresh copy of the schedule to extend (a Nest: its default one)."""
-    from ..nest.nest import Nest
-    from ..schedule.schedule import Schedule
-
     if isinstance(source, Nest):
         return source.create_schedule
     if callable(source) and not isinstance(source, Schedule):
@@ -64,7 +68,6 @@ def copy_schedule(schedule):
 def _extent(schedule, ix) -> Optional[int]:
     try:
         d = schedule.space.dim(ix)
-        from ..ir.affine import to_affine
 
         a = to_affine(d.extent)
         return a.const if a is not None and a.is_const else None
@@ -149,16 +152,12 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
     vectorized). Calls accpy refuses are skipped.
     """
     st = hypothesis_strategies()
-    from ..targets import Target
 
     target = target if target is not None else Target.HOST
     base = schedule if isinstance(schedule, st.SearchStrategy) else st.just(schedule)
 
     @st.composite
     def draw(d):
-        from ..nest.array import Array, Role
-        from ..plan.plan import Plan
-
         s0 = d(base)
         s = copy_schedule(s0) if len(s0.nests) == 1 else s0
         p = s.create_plan(target)
@@ -223,7 +222,6 @@ def arrays(args, *, max_size: int = 8, int_range: tuple = (-4, 4), float_range: 
     `float_range` (bfloat16 arrays: the bit patterns of such values). Values come from a numpy generator seeded by the example (fast for big
     arrays; hypothesis shrinks the sizes and the seed)."""
     st = hypothesis_strategies()
-    from ..nest.array import Array, Dimension, OutputDimension, Scalar
 
     args = tuple(args)
     for k, a in enumerate(args):
@@ -243,8 +241,6 @@ def arrays(args, *, max_size: int = 8, int_range: tuple = (-4, 4), float_range: 
 
 def value_for(a, sizes: dict, rng, int_range=(-4, 4), float_range=(-1.0, 1.0)):
     """Random data for one argument (see `arrays`); `sizes` gives runtime dimensions' values."""
-    from ..nest.array import Array, Dimension, OutputDimension, Scalar
-
     if isinstance(a, Dimension):
         return int(sizes[id(a)])
     if isinstance(a, OutputDimension):
@@ -261,7 +257,6 @@ def value_for(a, sizes: dict, rng, int_range=(-4, 4), float_range=(-1.0, 1.0)):
     if t.is_float and dt.kind == "f":
         data = rng.uniform(*float_range, size=shape).astype(dt)
     elif t.is_float:  # bfloat16: its bit patterns (numpy has no such type), of values in float_range
-        from ..nest.bf16 import bfloat16_bits
 
         data = bfloat16_bits(rng.uniform(*float_range, size=shape).astype(np.float32))
     elif t.name == "bool":

@@ -10,6 +10,11 @@ import threading
 import time
 import traceback
 
+from ..nest.parameters import Parameter
+from ..package.package import Package
+from ..paths import cache_dir
+from .data import argument_specs
+
 # accpy's parameter values are process state: builds in threads of one process take turns
 _BUILD_LOCK = threading.Lock()
 
@@ -44,8 +49,6 @@ def is_plan_function(source) -> bool:
 
 def _plan_and_args(source, args, params: dict):
     """The variant's plan and arguments: source(**params) for a function, else the plan itself."""
-    from ..nest.parameters import Parameter
-
     if is_plan_function(source):
         made = source(**{(k.name if isinstance(k, Parameter) else k): v for k, v in params.items()})
         if isinstance(made, tuple) and len(made) == 2:
@@ -58,8 +61,6 @@ def _plan_and_args(source, args, params: dict):
 
 
 def _artifact(lib, key: str, function: str, infos) -> dict:
-    from .data import argument_specs
-
     import hashlib
 
     hat, so = lib.files["hat"].read_text(), lib.files["shared"].read_bytes()
@@ -82,9 +83,6 @@ def build_crashed(text: str) -> dict:
 
 def build_problem_variant(problem: tuple, index: int, key: str, want_reference: bool) -> dict:
     """Build variant `index` of `problem` (source, args, grid); returns its artifacts or the error as a record."""
-    from ..package.package import Package
-    from ..paths import cache_dir
-
     t0 = time.perf_counter()
     rec = {"key": key, **where()}
     try:

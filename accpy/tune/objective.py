@@ -1,4 +1,5 @@
-"""What tuning minimizes: wall time on the CPU by default, Gemmini model cycles for Gemmini plans.
+"""What tuning minimizes: wall time on the CPU by default, or an objective a target library
+registers (e.g. its model's cycles; accpy/targets/objective.py), or any `Objective`.
 
 An objective runs inside the measuring process (accpy.tune.runner): it gets the variant's
 call (arguments bound) and its loaded package, and returns one sample (smaller is better).
@@ -11,34 +12,7 @@ import math
 import time
 from typing import Callable
 
-
-class Objective:
-    """Base class: `sample()` returns one measurement of one variant; smaller is better."""
-
-    name: str = "objective"
-    unit: str = ""
-    #: True when every sample is the same (a model's count): one sample is enough, and
-    #: samples are not affected by other work on the machine
-    deterministic: bool = False
-
-    def calls_per_sample(self, call: Callable[[], None], min_time: float) -> int:
-        """How many calls one sample averages over (1 unless the objective times calls)."""
-        return 1
-
-    def sample(self, call: Callable[[], None], package, calls: int) -> float:
-        """One sample: run `call` (the variant with its arguments) and return the figure."""
-        raise NotImplementedError
-
-    def details(self, package) -> dict:
-        """Extra facts recorded with the variant after its last sample (JSON-able)."""
-        return {}
-
-    def format(self, value: float) -> str:
-        """`value` for a person to read."""
-        return f"{value:.4g} {self.unit}".strip()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+from ..targets.objective import Objective, registered_objectives
 
 
 class WallTime(Objective):
@@ -65,39 +39,15 @@ class WallTime(Objective):
         return f"{value / 1e-9:.1f} ns"
 
 
-class GemminiCycles(Objective):
-    """Cycles of one call in the Gemmini functional model's fixed cycle model (no hardware needed).
-
-    The package must run on Gemmini (a plan for `acc.Target(acc.Target.Model.GEMMINI)`); the
-    counters are those of `BuiltPackage.gemmini_counters()`. The utilization of the last call
-    is recorded with the variant.
-    """
-
-    name, unit = "gemmini_cycles", "cycles"
-    deterministic = True
-
-    def sample(self, call: Callable[[], None], package, calls: int) -> float:
-        package.gemmini_reset_counters()
-        call()
-        return float(package.gemmini_counters()["cycles"])
-
-    def details(self, package) -> dict:
-        c = package.gemmini_counters()
-        return {"utilization": round(c["utilization"], 4), "macs": c["macs"], "instructions": c["instructions"]}
-
-    def format(self, value: float) -> str:
-        return f"{int(value)} cycles"
-
-
 def objective_of(objective) -> Objective:
-    """`objective` argument -> an Objective (None: wall time; "seconds"; "gemmini_cycles")."""
+    """`objective` argument -> an Objective (None: wall time; "seconds"; a registered objective's name)."""
     if objective is None:
         return WallTime()
     if isinstance(objective, Objective):
         return objective
     if isinstance(objective, type) and issubclass(objective, Objective):
         return objective()
-    known = {"seconds": WallTime, "time": WallTime, "gemmini_cycles": GemminiCycles, "cycles": GemminiCycles}
+    known = {"seconds": WallTime, "time": WallTime, **registered_objectives()}
     if isinstance(objective, str) and objective in known:
         return known[objective]()
     raise ValueError(f"objective: expected an accpy.tune.Objective or one of {sorted(known)}, got {objective!r}")

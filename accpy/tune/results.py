@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..nest.logic import Index
+from ..nest.parameters import Parameter
+from ..package.compile import CC, compiler_identity
+
 #: statuses of a variant that end its tuning (recorded, not retried unless asked)
 FAILED = ("build_error", "wrong", "timeout", "crashed", "error", "invalid")
 #: the fields of a VariantResult that the results file keeps
@@ -33,8 +37,6 @@ STORED = ("status", "stage", "error", "invalid_sample", "samples", "calls", "che
 
 def json_value(v) -> Any:
     """A parameter value as JSON (indices by name, tuples as lists)."""
-    from ..nest.logic import Index
-
     if isinstance(v, Index):
         return v.name
     if isinstance(v, (tuple, list)):
@@ -50,8 +52,6 @@ def json_value(v) -> Any:
 
 def parameter_name(k) -> str:
     """The name under which grid key `k` (a Parameter or a string) is recorded."""
-    from ..nest.parameters import Parameter
-
     return k.name if isinstance(k, Parameter) else str(k)
 
 
@@ -139,8 +139,6 @@ def checksum(ev: dict) -> str:
 def run_stamp() -> dict:
     """What wrote a record: this accpy's version and its C compiler's `--version` first line."""
     import sys
-
-    from ..package.compile import CC, compiler_identity
 
     __version__ = sys.modules["accpy"].__version__  # (the package around this one: always imported first)
 

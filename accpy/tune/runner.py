@@ -24,6 +24,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..package.compile import write_atomic
+from ..package.loader import load
+from ..paths import cache_dir
+from .building import build_problem_variant
+from .data import compare_outputs, make_arguments
+
 _HEADER = struct.Struct("<Q")
 
 
@@ -180,14 +186,10 @@ class Runner:
 
 def load_artifact(artifact: dict):
     """The artifact's package, loaded (files written into the build cache once)."""
-    from ..package.loader import load
-    from ..paths import cache_dir
-
     d = cache_dir() / "tune" / "loaded" / artifact["key"]
     hat = d / f"{artifact['name']}.hat"
     if not hat.exists():
         d.mkdir(parents=True, exist_ok=True)
-        from ..package.compile import write_atomic
 
         lib = d / artifact["lib_file"]
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
@@ -211,8 +213,6 @@ class _State:
         return pkg
 
     def inputs_for(self, specs: list, seed: int, data) -> list:
-        from .data import make_arguments
-
         key = (tuple(map(repr, specs)), seed, None if data is None else pickle.dumps(data))
         if key not in self.inputs:
             self.inputs[key] = make_arguments(specs, seed, data)
@@ -241,8 +241,6 @@ def _build(msg: dict, st: _State) -> dict:
     """Build one variant of a pickled tuning problem (unpickled once for the variants that follow)."""
     import hashlib
 
-    from .building import build_problem_variant
-
     digest = hashlib.sha256(msg["problem"]).hexdigest()
     if st.problem[0] != digest:
         st.problem = (digest, pickle.loads(msg["problem"]))
@@ -259,8 +257,6 @@ def invalid_sample(s) -> str:
 
 
 def _handle(msg: dict, st: _State) -> dict:
-    from .data import compare_outputs
-
     if msg["op"] == "build":
         return _build(msg, st)
     variant = msg["variant"]
@@ -319,8 +315,6 @@ def main() -> int:
     os.dup2(2, 1)
     in_fd = sys.stdin.fileno()
     import numpy  # noqa: F401  (imported before saying ready: see Runner._start)
-
-    from ..package import loader  # noqa: F401
 
     st = _State()
     _write_frame(out_fd, {"ready": True})

@@ -25,14 +25,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from ..nest.parameters import Parameter, create_parameter_grid
 from .objective import Objective, objective_of
 from .isolate import build_in_children
 from .progress import Progress
 from .options import check_options
 from .results import FAILED, STORED, ResultsFile, TuneResult, VariantResult, json_value, parameter_name, variant_key
+from .runner import load_artifact
 from .search import Exhaustive, Halving, strategy_of
 from .building import is_plan_function
-from .tasks import build_variant, measure_variant
+from .tasks import build_variant, measure_variant, release
 
 
 def _is_dask_client(x) -> bool:
@@ -89,8 +91,6 @@ def _outcome(f: cf.Future, stage: str) -> dict:
 
 def _release(executor) -> None:
     """Stop the idle measuring and building processes this run started (here and on Dask workers)."""
-    from .tasks import release
-
     release()
     if _is_dask_client(executor):
         with contextlib.suppress(Exception):
@@ -99,8 +99,6 @@ def _release(executor) -> None:
 
 def _grid_of(grid) -> list:
     """The grid as a list of dicts (a dict of choices gives every combination)."""
-    from ..nest.parameters import Parameter, create_parameter_grid
-
     if isinstance(grid, dict):
         if grid and all(isinstance(k, Parameter) for k in grid):
             return create_parameter_grid(grid)
@@ -194,8 +192,9 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         `{parameter: value}` dicts (`acc.create_parameter_grid`); or a function called as
         `source(**values)` for each grid entry (`{name: value}` dicts, or a dict of name ->
         choices) returning `(plan, args)` (or a plan, with `args`).
-    objective: what to minimize: wall time per call (default), `"gemmini_cycles"` (the
-        Gemmini model's cycles: `accpy.tune.GemminiCycles`) or any `accpy.tune.Objective`.
+    objective: what to minimize: wall time per call (default), the name of an objective a
+        target library registers (e.g. its model's cycles: accpy/targets/objective.py) or any
+        `accpy.tune.Objective`.
         Every sample must be a finite number >= 0, else the variant is `invalid`.
     search: "auto" (exhaustive up to 64 variants, else halving), "exhaustive", "halving",
         or `accpy.tune.Exhaustive()` / `accpy.tune.Halving(fraction, eta, seed)`.
@@ -381,8 +380,6 @@ def tune(source: Any, args: Optional[tuple] = None, grid: Union[list, dict, None
         _release(executor)
 
     def build_best(v: VariantResult):
-        from .runner import load_artifact
-
         art = v.artifact
         if art is None:  # built again here, in a child process (a crash costs the child only)
             (_, rec), = build_in_children(problem, [(v.index, v.key)], False, build_timeout)

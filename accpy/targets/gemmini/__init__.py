@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..library import LibraryPass, NativeUnit, TargetLibrary, register_library
 from . import layout, machine, runtime, tiles
+from .objective import GemminiCycles  # noqa: F401  (registers the tuning objective "gemmini_cycles")
 from . import machine as gm  # noqa: F401  (the names tests and samples use)
 from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_ACCUMULATED, COMPUTE_PRELOADED, CONFIG_EX,  # noqa: F401
                          CONFIG_LD, CONFIG_ST, DIM, END_CALL, FENCE, HEADER, INTRINSICS, MATMUL, MEMORIES, MVIN,

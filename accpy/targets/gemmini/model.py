@@ -11,7 +11,10 @@ Every `GemminiModel` of a process drives the same machine (the library is loaded
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import re
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -19,8 +22,11 @@ from typing import Optional
 
 import numpy as np
 
-from ..targets.gemmini.machine import (ACC_BIT, ACC_SCALE_IDENTITY, DIM, FULL_BIT, GARBAGE_ADDR, MAX_BYTES,
-                                       MVIN_SCALE_IDENTITY, NO_ACTIVATION, WEIGHT_STATIONARY)
+from ...errors import CompileError
+from ...paths import cache_dir, native_file
+from .machine import (ACC_BIT, ACC_SCALE_IDENTITY, DIM, FULL_BIT, GARBAGE_ADDR, MAX_BYTES, MVIN_SCALE_IDENTITY,
+                      NO_ACTIVATION, WEIGHT_STATIONARY)
+
 
 # ---- the native library ------------------------------------------------------------------------
 class GemminiError(RuntimeError):
@@ -41,25 +47,36 @@ def _declarations(header_text: str) -> str:
     return struct + "\n" + "\n".join(" ".join(f.split()) for f in funcs)
 
 
-def library_path() -> Path:
-    """The model compiled as a standalone shared library (built once per source/flags/compiler)."""
-    from ..package.compile import CC, _run, cache_key, compiler_identity, copy_atomic, output_lock
-    from ..paths import cache_dir, native_file
+def _compiler_line(cc: str) -> str:
+    """The first line of `cc --version` (part of the cache key)."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"the C compiler `{cc}` cannot be run: {e}") from None
+    return out.stdout.splitlines()[0] if out.stdout else cc
 
+
+def library_path() -> Path:
+    """The model compiled by the host C compiler ($ACCPY_CC, else gcc) as a standalone shared library,
+    built once per source, flags and compiler (a model of its own, not a package: no package build)."""
+    cc = os.environ.get("ACCPY_CC", "gcc")
     src, hdr = native_file("gemmini/gemmini_model.c"), native_file("gemmini/gemmini.h")
-    key = cache_key(src.read_text(), hdr.read_text(), " ".join(_BUILD_FLAGS), compiler_identity(CC))
-    final = cache_dir() / "gemmini" / key
+    h = hashlib.sha256()
+    for part in (src.read_text(), hdr.read_text(), " ".join(_BUILD_FLAGS), _compiler_line(cc)):
+        h.update(part.encode() + b"\0")
+    final = cache_dir() / "gemmini" / h.hexdigest()[:32]
     so = final / "libaccpy_gemmini.so"
     if so.exists():
         return so
-    with output_lock(final, "libaccpy_gemmini"):
-        if so.exists():
-            return so
-        with tempfile.TemporaryDirectory(dir=final, prefix=".build-") as tmp:
-            out = Path(tmp) / so.name
-            _run([CC, *_BUILD_FLAGS, "-I", str(hdr.parent), str(src), "-o", str(out), "-lm", "-lpthread"],
-                 "native/gemmini/gemmini_model.c", str(src), "compiling the Gemmini model")
-            copy_atomic(out, so)
+    final.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=final, prefix=".build-") as tmp:
+        out = Path(tmp) / so.name
+        cmd = [cc, *_BUILD_FLAGS, "-I", str(hdr.parent), str(src), "-o", str(out), "-lm", "-lpthread"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise CompileError(f"compiling the Gemmini model failed for native/gemmini/gemmini_model.c:\n"
+                               f"{p.stderr or p.stdout}\ncommand: {' '.join(cmd)}")
+        os.replace(out, so)  # atomic: a build racing this one writes the same library
     return so
 
 
@@ -68,8 +85,6 @@ def _load():
     with _LOCK:
         if _LOADED is None:
             from cffi import FFI
-
-            from ..paths import native_file
 
             ffi = FFI()
             ffi.cdef(_declarations(native_file("gemmini/gemmini.h").read_text()))
