@@ -22,7 +22,7 @@ class EmulationError(RuntimeError):
 
 
 def _hat(package) -> Path:
-    p = Path(package)
+    p = Path(package).resolve()  # (the driver is compiled in a directory of its own)
     if p.is_dir():
         hats = sorted(p.glob("*.hat"))
         if len(hats) != 1:
