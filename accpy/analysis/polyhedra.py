@@ -328,3 +328,27 @@ def _symbol_assumptions(space) -> list:
         for c in space.part_constraints(p):
             syms.update(v for v in c.vars if v not in dim_vars)
     return [Affine.var(s) for s in syms]  # runtime sizes are >= 0
+
+
+def constraint_expr(c: Affine):
+    """`c >= 0` as a readable comparison: positive terms on the left."""
+    pos = Affine([(v, k) for v, k in c.terms if k > 0])
+    neg = Affine([(v, -k) for v, k in c.terms if k < 0])
+    const = c.const
+    # pos + const >= neg   ->  choose the side for the constant that keeps it non-negative
+    if pos.is_const:
+        return BinOp("le", neg.to_expr(), Const(const), ScalarType.bool)
+    if neg.is_const:
+        return BinOp("ge", pos.to_expr(), Const(-const), ScalarType.bool)
+    if const >= 0:
+        return BinOp("le", neg.to_expr(), (pos + const).to_expr(), ScalarType.bool)
+    return BinOp("ge", pos.to_expr(), (neg - const).to_expr(), ScalarType.bool)
+
+
+def conjunction(cons):
+    """The comparisons `c >= 0` of constraints `cons` joined by `and` (None for none)."""
+    cond = None
+    for c in cons:
+        e = constraint_expr(c)
+        cond = e if cond is None else BinOp("land", cond, e, ScalarType.bool)
+    return cond

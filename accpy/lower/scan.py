@@ -8,35 +8,11 @@ is the obviously-correct form that `unswitch` then separates.
 from __future__ import annotations
 
 from ..analysis.logic_check import split_condition
-from ..analysis.polyhedra import part_guard
-from ..ir.affine import Affine
+from ..analysis.polyhedra import conjunction, part_guard
 from ..ir.visitor import free_vars, substitute_indices
-from ..ir.expr import BinOp, Const
+from ..ir.expr import Const
 from ..ir.stmt import For, If, block
 from ..ir.types import ScalarType
-
-
-def constraint_expr(c: Affine):
-    """`c >= 0` as a readable comparison: positive terms on the left."""
-    pos = Affine([(v, k) for v, k in c.terms if k > 0])
-    neg = Affine([(v, -k) for v, k in c.terms if k < 0])
-    const = c.const
-    # pos + const >= neg   ->  choose the side for the constant that keeps it non-negative
-    if pos.is_const:
-        return BinOp("le", neg.to_expr(), Const(const), ScalarType.bool)
-    if neg.is_const:
-        return BinOp("ge", pos.to_expr(), Const(-const), ScalarType.bool)
-    if const >= 0:
-        return BinOp("le", neg.to_expr(), (pos + const).to_expr(), ScalarType.bool)
-    return BinOp("ge", pos.to_expr(), (neg - const).to_expr(), ScalarType.bool)
-
-
-def conjunction(cons):
-    cond = None
-    for c in cons:
-        e = constraint_expr(c)
-        cond = e if cond is None else BinOp("land", cond, e, ScalarType.bool)
-    return cond
 
 
 def part_body(space, p: int):

@@ -24,13 +24,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..analysis.polyhedra import Bound, ConstraintSet, implies_ge
+from ..analysis.polyhedra import Bound, ConstraintSet, conjunction, implies_ge
 from ..ir.affine import Affine, cond_constraints, lower_bound_constraints, upper_bound_constraints
 from ..ir.expr import BinOp, Const, as_int
 from ..ir.stmt import Block, For, If, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, free_vars, substitute
-from .scan import conjunction
 
 # Beyond this many pieces per nest we stop cutting and keep min/max bounds instead.
 MAX_PIECES = 48

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.polyhedra import part_guard
+from ..analysis.polyhedra import conjunction, part_guard
 from ..codegen.c import CEmitter, Names, emit_function, function_params
 from ..errors import LogicError, ScheduleError
 from ..ir.affine import Affine, to_affine
@@ -27,7 +27,6 @@ from ..ir.printer import expr_str
 from ..ir.stmt import Alloc, For, Function, If, Stmt, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import free_vars, substitute
-from ..lower.scan import conjunction
 from ..nest.array import Array, Dimension, Role, Scalar
 from ..nest.functions import ArrayBinding, capture_function, record_call, statement_nest
 from ..nest.nest import Nest
