@@ -355,7 +355,7 @@ def test_a_build_without_a_precompiled_header_still_works(tmp_path, monkeypatch)
     from accpy.package import compile as compiling
 
     monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(compiling, "prelude_pch", lambda cflags, text, headers=(): None)
+    monkeypatch.setattr(compiling, "prelude_pch", lambda cflags, text, headers=(), cc=None: None)
     lib = _inc_package(5.0).build("nopch", format=acc.Package.Format.HAT_DYNAMIC, output_dir=tmp_path / "o",
                                   python_module=False, progress=False)
     x = np.ones(64, np.float32)

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CompileError
-from ..paths import cache_dir, native_dir, native_file
+from .. import paths
+from ..paths import cache_dir
 from .sources import PRELUDE_END
 
 CC = os.environ.get("ACCPY_CC", "gcc")
@@ -335,8 +336,8 @@ def _cached_object(kind: str, compiler: str, flags: list, src: Path, texts: list
 
 def native_unit_object(unit, cflags: list, cc: str = CC) -> Path:
     """A target library's native unit (targets/library.py `NativeUnit`) compiled by `cc`, cached."""
-    src = native_file(unit.source)
-    texts = [src.read_text()] + [native_file(h).read_text() for h in unit.headers]
+    src = paths.native_file(unit.source)
+    texts = [src.read_text()] + [paths.native_file(h).read_text() for h in unit.headers]
     flags = list(cflags) + list(unit.defines) + [f"-I{src.parent}"]
     return _cached_object("obj", cc, flags, src, texts, f"native/{unit.source}", unit.what or "compiling")
 
@@ -415,10 +416,10 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
     extra_objs = []
     for unit in native_units:
         if unit.include:
-            cflags = cflags + [f"-I{native_file(unit.include)}"]
+            cflags = cflags + [f"-I{paths.native_file(unit.include)}"]
         if unit.source is not None:
             extra_objs.append(native_unit_object(unit, BASE_CFLAGS + [f for f in flags if f.startswith("-march")], cc))
-    headers = [native_file(h).read_text() for unit in native_units for h in unit.headers]
+    headers = [paths.native_file(h).read_text() for unit in native_units for h in unit.headers]
     key = cache_key(source, " ".join(cflags), compiler_identity(cc), *[str(o) for o in extra_objs], *headers,
                     *([] if archive else ["shared library only"]))  # (entries never lack what they promise)
     final = cache_dir() / "lib" / key
@@ -495,7 +496,7 @@ def _python_module_flags() -> list:
     import sysconfig
 
     return ["-fPIC", "-std=c++17", "-fvisibility=hidden", "-w", f"-I{sysconfig.get_paths()['include']}",
-            f"-I{native_dir()}"]
+            f"-I{paths.native_dir()}"]
 
 
 def compile_module_core() -> tuple:
@@ -503,9 +504,10 @@ def compile_module_core() -> tuple:
     import pybind11
 
     flags = ["-O2", *_python_module_flags(), f"-I{pybind11.get_include()}"]
-    texts = [(native_dir() / f).read_text() for f in ("accpy_pymodule.cpp", "accpy_pymodule.h", "accpy_pyargs.hpp")]
+    texts = [(paths.native_dir() / f).read_text()
+             for f in ("accpy_pymodule.cpp", "accpy_pymodule.h", "accpy_pyargs.hpp")]
     texts.append(getattr(pybind11, "__version__", ""))
-    obj = _cached_object("modcore", CXX, flags, native_dir() / "accpy_pymodule.cpp", texts,
+    obj = _cached_object("modcore", CXX, flags, paths.native_dir() / "accpy_pymodule.cpp", texts,
                          "native/accpy_pymodule.cpp", "compiling the Python module core")
     return obj, obj.parent.name
 
@@ -550,17 +552,17 @@ def compile_cxx_module_standalone() -> Path:
 
     import pybind11
 
-    src = (native_dir() / "binder.cpp").read_text() + (native_dir() / "accpy_pyargs.hpp").read_text()
+    src = (paths.native_dir() / "binder.cpp").read_text() + (paths.native_dir() / "accpy_pyargs.hpp").read_text()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     flags = ["-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-w",
-             f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{native_dir()}"]
+             f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{paths.native_dir()}"]
     key = cache_key(src, " ".join(flags), compiler_identity(CXX))
     final = cache_dir() / "binder" / key
     out = final / f"_binder{suffix}"
     if _cache_hit(final, [out.name]):
         return out
     with build_directory(cache_dir() / "binder") as tmp:
-        _run([CXX, *flags, str(native_dir() / "binder.cpp"), "-o", str(tmp / f"_binder{suffix}"), "-ldl"],
-             "native/binder.cpp", str(native_dir() / "binder.cpp"), "compiling the binder")
+        _run([CXX, *flags, str(paths.native_dir() / "binder.cpp"), "-o", str(tmp / f"_binder{suffix}"), "-ldl"],
+             "native/binder.cpp", str(paths.native_dir() / "binder.cpp"), "compiling the binder")
         _publish(tmp, final)
     return out

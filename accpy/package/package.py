@@ -11,20 +11,32 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..analysis.logic_check import accesses_of
+from ..codegen.c import uses_openmp
 from ..errors import CompileError
+from ..ir.kinds import BufferRole
+from ..ir.names import check_name, check_symbol_name, reserved_reason
+from ..ir.visitor import free_vars
+from ..nest.functions import record_call
+from ..nest.logic import Index
+from ..nest.nest import Nest
+from ..nest.parameters import Parameter, parameter_values
+from ..plan.lowering import argument_objects
+from ..plan.plan import Plan
+from ..schedule.schedule import Schedule
 from ..targets.features import Platform
 from ..targets.library import libraries
 from ..targets.toolchain import package_toolchain
+from .allocating import runtime_free, split_allocating
+from .calls import calling_function
 from .compile import (ProgressBar, compile_c, compile_cxx_module, copy_atomic, file_digest, output_lock,
                       remove_file, write_atomic)
 from .foreign import ForeignPackage, foreign_error
 from .hat import hat_text
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
-from ..ir.kinds import BufferRole
-from ..ir.names import check_name, check_symbol_name, reserved_reason
 from .signature import describe_arguments, function_hash
-from .sources import c_source, header, recorded_parameters
+from .sources import c_source, header, libraries_called, recorded_parameters
 
 
 class Format(enum.Flag):
@@ -50,10 +62,6 @@ class Mode(enum.Enum):
 
 
 def _plan_of(source):
-    from ..nest.nest import Nest
-    from ..plan.plan import Plan
-    from ..schedule.schedule import Schedule
-
     if isinstance(source, Plan):
         return source
     if isinstance(source, Schedule):
@@ -64,8 +72,6 @@ def _plan_of(source):
 
 
 def _parameter_name(p) -> str:
-    from ..nest.parameters import Parameter
-
     return p.name if isinstance(p, Parameter) else str(p)
 
 
@@ -82,8 +88,6 @@ def _check_parameter_names(parameters: dict) -> None:
 
 def _parameter_value(v):
     """Values as recorded in the .hat and the name hash: indices by name."""
-    from ..nest.logic import Index
-
     if isinstance(v, Index):
         return v.name
     if isinstance(v, (tuple, list)):
@@ -95,8 +99,6 @@ class PackageFunction:
     """One function of a package: a plan bound to an argument list, with a stable name."""
 
     def __init__(self, plan, args, base_name: str, parameters: dict, description: str = "", auxiliary=None):
-        from ..plan.lowering import argument_objects
-
         self.plan = plan
         self.args = tuple(args)
         self.requested_args = self.args  # Accera's name: the arguments as given to Package.add
@@ -113,7 +115,6 @@ class PackageFunction:
     def __call__(self, *args):
         """A call of this function inside iteration logic or inside a Python function given to
         Package.add (accpy/package/calls.py builds it)."""
-        from ..nest.functions import record_call
 
         record_call(self, self.args, args)
 
@@ -123,9 +124,6 @@ class PackageFunction:
         return self.plan.target
 
     def _check_arguments_cover_logic(self):
-        from ..analysis.logic_check import accesses_of
-        from ..ir.visitor import free_vars
-
         given = {id(i.obj) for i in self.infos}
         for part in self.plan.schedule.space.parts:
             for st in part.statements:
@@ -142,7 +140,6 @@ class PackageFunction:
                         raise ValueError(f"args: the array {buf.name} is used by the logic "
                                          f"({st.describe()}) but is not among the arguments")
             for ext in part.nest.extents:
-                from ..ir.visitor import free_vars
 
                 for v in free_vars(ext):
                     if id(v) not in given:
@@ -159,8 +156,6 @@ class PackageFunction:
 
     def lowered_reference(self, name: str):
         """The unscheduled nest (default order, no plan): DEBUG mode's oracle."""
-        from ..plan.plan import Plan
-
         default = self.plan.schedule.default_schedule()
         return Plan(default, self.plan.target).lower(name, self.arg_objs)
 
@@ -265,7 +260,6 @@ class Package:
             raise ValueError("args: give the function's arguments as a tuple, e.g. args=(A, B, C)")
         if base_name:
             check_symbol_name(base_name, "base_name", _ATTRIBUTE_NAMES)
-        from .calls import calling_function
 
         grid = source.auto_grid(parameters) if hasattr(source, "auto_grid") and isinstance(
             parameters, (dict, type(None))) else None
@@ -283,9 +277,7 @@ class Package:
         if isinstance(parameters, list):
             return [self.add(source, args, base_name, p, function_opts, auxiliary) for p in parameters]
         _check_parameter_names(parameters or {})
-        from ..nest.parameters import parameter_values
 
-        from .allocating import split_allocating
 
         with parameter_values(parameters or {}):
             # the plan, its schedule and nest, and the arrays' shapes, with these values
@@ -373,7 +365,6 @@ class Package:
         source = c_source(name, fns, mode is Mode.DEBUG, float(tolerance), units=n_units)
         source, units = source if isinstance(source, tuple) else (source, None)
         if self._allocating:
-            from .allocating import runtime_free
 
             extra = "".join(f.definition() for f in self._allocating) + runtime_free(name)
             source += extra
@@ -388,7 +379,6 @@ class Package:
             raise foreign_error(name, fns[0].target.name, toolchain, "build(python_module='sync')")
         if not toolchain.native:
             python_module = False  # (a pybind11 module of another architecture's code cannot be imported here)
-        from ..codegen.c import uses_openmp
 
         openmp = False
         for f in fns:
@@ -415,7 +405,6 @@ class Package:
             return None  # type: ignore[return-value]
         t1 = time.perf_counter()
         bar = ProgressBar(name) if units is not None and len(units) > 1 and progress else None
-        from .sources import libraries_called
 
         called = libraries_called(fns)
         units_of = tuple(u for lib_ in called for u in lib_.native_units())

@@ -22,6 +22,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
+from .devices import KNOWN_CPUS
 from .features import Architecture, Category, Runtime, _key, normalize_extensions
 from .gemmini import machine as _gm  # Gemmini's dimensions: defined once, in native/gemmini/gemmini.h
 
@@ -171,8 +172,6 @@ def _accera_spec(row) -> ModelSpec:
 
 
 def _accera_specs() -> list:
-    from .devices import KNOWN_CPUS
-
     own = {s.key for s in SPECS}
     return [sp for sp in map(_accera_spec, KNOWN_CPUS) if sp.key not in own]
 

@@ -17,6 +17,8 @@ import platform
 import shutil
 from typing import Optional
 
+from .library import libraries
+
 
 class ForeignArchitectureError(RuntimeError):
     """Code built for another architecture than this machine's was asked to run in this process
@@ -110,8 +112,6 @@ HOST_TOOLCHAIN = Toolchain()
 
 def toolchain_for(target) -> Toolchain:
     """The toolchain of `target`: the first registered library that gives one, else the host's."""
-    from .library import libraries
-
     for lib in libraries():
         tc = lib.toolchain(target)
         if tc is not None:

@@ -14,7 +14,7 @@ from ...ir.types import ScalarType
 from ..features import Architecture
 from ..library import TargetLibrary, VectorISA, register_library
 from .emulate import run_calls, run_under_emulation
-from .neon import DOT_FEATURES, DOT_PRODUCTS, OPERAND_SHAPES, PRELUDE, SHAPES
+from .neon import DOT_FEATURES, DOT_PRODUCTS, PRELUDE, SHAPES, shape_for
 from .toolchain import AARCH64_TOOLCHAIN, AArch64Toolchain, aarch64_toolchain
 
 
@@ -27,22 +27,20 @@ class NeonLibrary(TargetLibrary):
         return target.architecture is Architecture.AARCH64 and target.has("asimd") and target.vector_bytes >= 16
 
     def vector_shape(self, target, dtype: ScalarType) -> Optional[VectorISA]:
-        return SHAPES.get(dtype)
+        return shape_for(target, dtype)
 
     def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None) -> Optional[VectorISA]:
-        for isa in (SHAPES.get(dtype), OPERAND_SHAPES.get(dtype)):
-            if isa is not None and isa.lanes == lanes:
-                return isa
-        return None
+        isa = SHAPES.get(dtype)
+        return isa if isa is not None and isa.lanes == lanes else None
 
     def lane_shape(self, target, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
-        isa = SHAPES.get(dtype)
+        isa = shape_for(target, dtype)
         return isa if isa is not None and isa.lanes == lanes else None
 
     def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
         if any(p.op == op for p in DOT_PRODUCTS):
             return dtype is ScalarType.int32 and all(target.has(f) for f in DOT_FEATURES)
-        isa = SHAPES.get(dtype)
+        isa = shape_for(target, dtype)
         return isa is not None and isa.template(op) is not None
 
     def dot_products(self, target=None) -> tuple:
