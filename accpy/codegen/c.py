@@ -154,7 +154,7 @@ class CEmitter(VectorEmitter):
         """Linear element offset of `b[indices]`."""
         if not indices:
             return "0"
-        total = element_offset(b, indices, self.ranges)  # (the loops' ranges fold VNNI divisions)
+        total = element_offset(b, indices, self.ranges)  # (the loops' ranges fold the groups' divisions)
         a = to_affine(total)
         return self.affine(a) if a is not None else self.expr(total)
 
@@ -533,7 +533,7 @@ def emit_function(fn: Function, linkage: str = "", emitter=None) -> str:
     """The C definition of `fn` (preceded by its constant data); `emitter`: a CEmitter subclass."""
     names = Names()
     em = (emitter or CEmitter)(names, const_prefix=fn.name + "_")
-    em.target = fn.attrs.get("target")  # the vector shapes of its lanes (16 x int16: AVX2's or AVX-512's)
+    em.target = fn.attrs.get("target")  # the vector shapes of its lanes (16 x int16: 256 bits, or widened)
     params = function_params(fn, names)
     body_consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST and b not in fn.args]
     pre = []

@@ -398,7 +398,7 @@ def ceildiv(a, b) -> Expr:
 
 
 def element_offset(buffer, indices, ranges=None) -> Expr:
-    """The element offset of `buffer[indices]` from its first element (strides, and the VNNI
+    """The element offset of `buffer[indices]` from its first element (strides, and the
     grouping of the second-to-last dimension when `buffer.group` > 1, in panels of columns when
     `buffer.panel` > 1). `ranges` ({Var: (lo, hi)}, inclusive) lets a division by the group or
     the panel fold where the loops keep the remainder inside one group or panel."""

@@ -29,7 +29,7 @@ class Buffer:
     """A named n-D memory region: a function argument, a constant, a temporary or a cache.
 
     `strides` are in elements. `group` > 1: the rows of the second-to-last dimension are kept in
-    groups of `group` interleaved into the last one (VNNI order: element [.., r, c] sits at
+    groups of `group` interleaved into the last one (grouped order: element [.., r, c] sits at
     (r // group) * strides[-2] + c * strides[-1] + r % group, with strides[-1] == group); see
     `element_offset`. `panel` > 1: the columns are cut into panels of `panel`, each panel's
     (group) rows one after another (strides[-2] == panel * group), the panels `panel_stride`

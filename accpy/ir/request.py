@@ -29,7 +29,8 @@ class CacheRequest:
     memory: Optional[str]  # a target library's Memory name, or None: host memory
     deferred: bool  # a CONST source stored packed in this cache's layout
     resolved_level: Optional[int] = None  # a budget cache's level, once lowering picked it
-    vnni: bool = False  # rows of the second-to-last dimension grouped by 32 bits (Buffer.group)
+    grouped: bool = False  # rows of the second-to-last dimension kept in groups (Buffer.group)
+    group_bytes: Optional[int] = None  # bytes per group (None: the group the target's instructions read)
     panel_width: int = 1  # the block's columns in panels of this many (Buffer.panel)
     locality: Optional[int] = None  # a target memory's loads: how near the core the source's lines stay
     notes: list = field(default_factory=list)  # what lowering changed in the request, and why (Cache.notes)

@@ -34,7 +34,7 @@ from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
-from ..targets.library import grouped_block, memory, vector_shape
+from ..targets.library import grouped_block, libraries_for, memory, vector_shape
 from .cache_levels import resolved_level, single_iteration_sites
 from .grouped_copy import grouped_copy
 
@@ -62,12 +62,22 @@ class _CacheInfo:
     private: bool = False  # a TEMP living only in this cache: filled with zeros, never written back
     deferred: bool = False  # a CONST source whose data are stored packed as this cache lays them out
     tile: list = field(default_factory=list)  # deferred: the block extents the data are packed by
-    group: int = 1  # VNNI layout: rows of the second-to-last dimension in groups of this many
-    block_rows: int = 1  # VNNI layout: rows zero-padded to whole blocks of this many (grouped_block)
-    block_cols: int = 1  # VNNI layout: columns allocated in whole blocks of this many
+    group: int = 1  # grouped layout: rows of the second-to-last dimension in groups of this many
+    block_rows: int = 1  # grouped layout: rows zero-padded to whole blocks of this many (grouped_block)
+    block_cols: int = 1  # grouped layout: columns allocated in whole blocks of this many
     line_rows: bool = False  # rows allocated in whole 64-byte lines (read by a target memory's loads)
     panel: int = 1  # panel_width: columns in panels of this many (Buffer.panel)
     parallel_vars: frozenset = frozenset()  # the loops the plan runs in parallel
+
+
+def elements_per_group(request, dtype: ScalarType, target) -> int:
+    """Elements of `dtype` per group of a grouped cache (`request`: its CacheRequest): the bytes it
+    names, else the group the target's instructions read (its libraries' `operand_group`: the
+    largest), else one element (no instruction reads groups of `dtype`: plain first-major)."""
+    size = request.group_bytes
+    if size is None and target is not None:
+        size = max((g for lib in libraries_for(target) if (g := lib.operand_group(target, dtype))), default=None)
+    return max(1, (size or 0) // max(1, dtype.bits // 8))
 
 
 def cache_loop_vars(request) -> set:
@@ -122,8 +132,8 @@ def insert_caches(stmt, request, symbols, owners=None):
         info.memory = c.memory if c.memory is not None and memory(c.memory) is not None else None
         info.parallel_vars = frozenset(v for v, k in request.kinds.items() if k == LoopKind.PARALLEL)
         info.deferred = c.deferred
-        if c.vnni and source.rank >= 2:
-            info.group = max(1, 4 // max(1, info.dtype.bits // 8))
+        if c.grouped and source.rank >= 2:
+            info.group = elements_per_group(c, info.dtype, request.target)
             rows, cols = grouped_block(request.target, info.dtype) if request.target is not None else (1, 1)
             info.block_rows, info.block_cols = _lcm(info.group, rows), cols
         info.panel = c.panel_width

@@ -1,4 +1,4 @@
-"""Copies into caches in VNNI order (`Array.Layout.VNNI`) or in panels of columns (`panel_width`):
+"""Copies into caches in grouped order (`Array.Layout.grouped()`) or in panels of columns (`panel_width`):
 the loops that fill them in their memory order, so that the C compiler vectorizes the interleaving
 of rows and each row of the source is read in order."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from ..ir.types import ScalarType
 
 
 def grouped_copy(info, exts, body, copy_nest, starts=None):
-    """A copy into a VNNI-ordered or paneled cache (`info`: lower/cache.py's _CacheInfo; a group
-    of one row where not in VNNI order): per group of rows, per column, the group's rows
+    """A copy into a grouped or paneled cache (`info`: lower/cache.py's _CacheInfo; a group of
+    one row where not grouped): per group of rows, per column, the group's rows
     (consecutive elements, one statement each); in a cache of column panels, per group of rows,
     per panel, its columns (each row of the source read in order, each panel row written whole).
     Rows past the block, up to a whole block of `block_rows`, are zeros (a last partial group
@@ -41,7 +41,7 @@ def grouped_copy(info, exts, body, copy_nest, starts=None):
                        If(BinOp("lt", r, rows, ScalarType.bool), s, zero))
         return block(*out)
 
-    # (in VNNI order the rows start at a group boundary; a group of one row may start anywhere)
+    # (in grouped order the rows start at a group boundary; a group of one row may start anywhere)
     starts = list(starts[:-2]) + [starts[-2] if g == 1 else Const(0), starts[-1]] if starts else None
     # the columns are independent (the cache is not the source): the C compiler vectorizes the
     # interleaving, which it does not dare on its own (byte pointers may alias)

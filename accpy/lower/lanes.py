@@ -13,7 +13,7 @@ class NotVectorizable(Exception):
 
 
 class MissingVectorOp(NotVectorizable):
-    """The loop's vector shape (`shape`: its `name`, e.g. "avx2") has no instruction for the
+    """The loop's vector shape (`shape`: its `name`, the library's name of the register shape) has no instruction for the
     operation `op` (an IR vector operation: "add", "cmp_lt", "from_int8", "hadd", ...) on lanes of
     `dtype`; `what` the message (default: says so)."""
 
@@ -56,7 +56,7 @@ def lane_coef(buffer, indices, lane: Var, chunk=None) -> int:
     for d, (ix, st) in enumerate(zip(indices, buffer.strides)):
         c = coef_of(ix, lane)
         if c and buffer.group > 1 and d == len(indices) - 2:
-            raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (VNNI order): the "
+            raise NotVectorizable(f"{buffer.name} keeps rows in groups of {buffer.group} (a grouped layout): the "
                                   f"vectorized loop may not move along its second-to-last dimension")
         if c and buffer.panel > 1 and d == len(indices) - 1 and not _in_one_panel(buffer, ix, lane, c, chunk):
             raise NotVectorizable(f"{buffer.name} keeps its columns in panels of {buffer.panel}: the vectorized "

@@ -1,6 +1,6 @@
 """The vector operations a vectorized sub-nest needs, asked of the target when `plan.vectorize` is
 called: a loop whose lanes would need an instruction the target's vector shape lacks (an int8
-division, an AVX2 vector of int16 shifted, ...) is refused there, naming the index, the operation,
+division, a shift of int16 lanes where the ISA has none, ...) is refused there, naming the index, the operation,
 the element type and the target, rather than when the package is built.
 
 The statements are those of the nest, written over the schedule's loop counters; each is turned

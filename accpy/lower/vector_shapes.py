@@ -1,5 +1,5 @@
 """The vector shape of a vectorized loop: the element type its stores write, held in lanes of its
-own width (16 x float32, 64 x int8 on AVX-512) when every type the statements touch is that wide,
+own width (16 x float32, 64 x int8 in a 512-bit register) when every type the statements touch is that wide,
 or, for a narrow integer next to 32-bit values, widened to the lanes of the target's int32 vectors.
 Shared by the vectorizer (vectorize.py) and the plan-time check of its operations (vector_check.py)."""
 from __future__ import annotations

@@ -7,14 +7,15 @@ The range is cut into chunks of the vector width; a remainder becomes one masked
 so tails stay on the vector path. Within a chunk, an access whose address moves by one
 element per iteration becomes a vector load/store, one that does not move becomes a
 broadcast, and one that moves by another constant stride becomes a gather or scatter
-(AVX-512; elsewhere it is refused). A store whose target does not move is a
+(where the target's vector shape has them; elsewhere it is refused). A store whose target does not move is a
 reduction across the loop (`+=`, `-=`, `*=`, or an assignment such as
 `S[i] = max(S[i], A[i, j])`): it accumulates in a vector register and ends with a
 horizontal reduction. Accumulations of products over adjacent narrow elements become one
-dot-product instruction (`_Product`): two int32 ones of int16 pairs (`C[i] += int32(A[i, k]) *
-int32(B[i, k])`, k = 0, 1 unrolled) one VPMADDWD; four of uint8 x int8 quads one VPDPBUSD; two
-float32 ones of bfloat16 pairs one VDPBF16PS (with B in VNNI order, `C[i, j] += A[i, k] * B[k, j]`
-over 4 unrolled k: A's quad is repeated in every lane, B's quads are contiguous).
+dot-product instruction of the target's library (its `dot_products`, found by
+vector_products.py): e.g. the int32 sums of int16 pairs (`C[i] += int32(A[i, k]) * int32(B[i, k])`,
+k = 0, 1 unrolled), of uint8 x int8 quads, or the float32 sums of bfloat16 pairs (with B in grouped
+order, `C[i, j] += A[i, k] * B[k, j]` over 4 unrolled k: A's quad is repeated in every lane, B's
+quads are contiguous).
 
 Guarantees afterwards: no loop of kind `vectorized` remains for element types the
 target's vector library covers; the lanes compute exactly the scalar iterations (float
@@ -30,7 +31,8 @@ from ..ir.affine import cond_constraints, to_affine
 from ..ir.expr import BinOp, Call, Cast, Const, Load, Select, UnOp, Var, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType, int_range
-from ..ir.vector import Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VSelect, VStore, VVar
+from ..ir.vector import (Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDecl, VFma, VLoad, VMask, VSelect,
+                         VStore, VVar)
 from ..ir.visitor import Mutator, substitute
 from ..ir.visitor import accesses as ir_accesses
 from ..targets.library import lane_shape, vector_shape
@@ -481,8 +483,6 @@ def _splat(isa, v):
 
 
 def _mask(isa, count):
-    from ..ir.vector import VMask
-
     return VMask(count, isa.lanes, isa.dtype)
 
 

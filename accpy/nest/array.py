@@ -8,14 +8,17 @@ from typing import Optional
 import numpy as np
 
 from ..errors import LogicError
+from ..ir.affine import to_affine
 from ..ir.expr import Buffer, Cast, Const, Expr, Var, idx_op
 from ..ir.kinds import HostMemory
 from ..ir.names import check_name
 from ..ir.types import ScalarType
 from .handles import LogicValue
-from .logic import Access, Value, lift, record_assignment, scalar_type  # noqa: F401  (scalar_type: re-exported)
-from .layouts import AllocateFlags, Shape, _Layout  # noqa: F401  (re-exported)
+from .logic import (Access, LogicCapture, Value, lift, record_assignment,  # noqa: F401  (scalar_type: re-exported)
+                    scalar_type)
+from .layouts import AllocateFlags, GroupedLayout, Shape, _Layout  # noqa: F401  (re-exported)
 from .naming import assigned_names, c_name_of_variable, generated_name, inferred_or_generated
+from .parameters import Parameter, has_parameter, resolve
 
 
 class Role(enum.Enum):
@@ -72,13 +75,9 @@ class Dimension(Value):
 
     def __eq__(self, o):  # type: ignore[override]
         # a condition inside iteration logic; identity elsewhere (`A.shape == [M, 3]`, `M in dims`)
-        from .logic import LogicCapture
-
         return super().__eq__(o) if LogicCapture.current() is not None else self is o
 
     def __ne__(self, o):  # type: ignore[override]
-        from .logic import LogicCapture
-
         return super().__ne__(o) if LogicCapture.current() is not None else self is not o
 
     __hash__ = Value.__hash__
@@ -129,8 +128,6 @@ class OutputDimension:
 
     @value.setter
     def value(self, expr) -> None:
-        from .logic import LogicCapture
-
         if LogicCapture.current() is None:
             self._define(expr)
             return
@@ -154,8 +151,6 @@ class OutputDimension:
         `expr`: an int, an INPUT acc.Dimension, an acc.Scalar argument, or an expression of them;
         a float expression (`acc.floor((End - Start) / Step)`) is converted to int64 as C converts.
         """
-        from ..ir.affine import to_affine
-
         if self.definition is not None:
             raise ValueError(f"{self.name}.value: {self.name} is already defined (an OUTPUT dimension is "
                              f"computed once)")
@@ -194,8 +189,6 @@ def create_dimensions(role=None):
 
 def size_expr(s, what: str) -> Expr:
     """A shape entry as an index expression: a positive int, a Dimension or a Parameter."""
-    from .parameters import Parameter
-
     if isinstance(s, Parameter):
         s = s.value  # raises UnresolvedParameter outside Package.add
     if isinstance(s, Dimension):
@@ -254,8 +247,6 @@ class Array:
                 element_type = ScalarType.from_dtype(data.dtype)
         if shape is None:
             raise ValueError("shape: an Array needs a shape (or data)")
-        from .parameters import Parameter
-
         if isinstance(shape, (int, Dimension, Parameter)):
             shape = (shape,)
         self._shape = tuple(shape)
@@ -284,9 +275,9 @@ class Array:
         if layout is _Layout.DEFERRED:
             if self.role is not Role.CONST:
                 raise ValueError("layout: DEFERRED layouts are only for CONST arrays")
-        elif layout is _Layout.VNNI:
-            raise ValueError("layout: Array.Layout.VNNI is a cache layout (plan.cache(..., layout=Array.Layout.VNNI)); "
-                             "an array is FIRST_MAJOR, LAST_MAJOR, DEFERRED or explicit strides")
+        elif isinstance(layout, GroupedLayout):
+            raise ValueError(f"layout: {layout!r} is a cache layout (plan.cache(..., layout={layout!r})); an "
+                             f"array is FIRST_MAJOR, LAST_MAJOR, DEFERRED or explicit strides")
         elif isinstance(layout, _Layout):
             pass
         elif isinstance(layout, (tuple, list)):
@@ -340,8 +331,6 @@ class Array:
     @property
     def buffer(self) -> Buffer:
         """The IR buffer of this array (one per value of its parameters, if its shape has any)."""
-        from .parameters import has_parameter, resolve
-
         if not has_parameter(self._shape):
             if self._buffer is None:
                 self._buffer = self._new_buffer()
@@ -362,8 +351,6 @@ class Array:
 
     def resolved_shape(self) -> tuple:
         """The shape with parameters replaced by their current values."""
-        from .parameters import resolve
-
         return tuple(resolve(self._shape))
 
     def dimensions(self) -> list:
@@ -394,8 +381,6 @@ class Array:
 
     def _resolve_unbounded(self, last) -> None:
         """The acc.inf last size: the extent of the nest index subscripting that dimension."""
-        from .logic import LogicCapture
-
         cap = LogicCapture.current()
         nest = cap.nest if cap is not None else None
         pos = None

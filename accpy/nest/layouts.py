@@ -49,15 +49,63 @@ class AllocateFlags(enum.Flag):
     THREAD_LOCAL = 8
 
 
+class GroupedLayout:
+    """A cache layout (`Array.Layout.grouped(group_bytes)`): first-major, with the rows of the
+    second-to-last dimension taken in groups and each group interleaved into the last dimension,
+    so that element [.., r, c] sits next to [.., r + 1, c] within its group: the order in which
+    dot-product and tile instructions read their second operand (a group of consecutive k values
+    per lane). `group_bytes`: bytes per group (a group holds `group_bytes // element size`
+    elements, at least one); None: the group the target's instructions read for the cache's
+    element type (its libraries say which; none: groups of one element, plain first-major).
+    `Array.Layout.VNNI` is `Array.Layout.grouped()`."""
+
+    __slots__ = ("group_bytes",)
+
+    def __init__(self, group_bytes=None):
+        if group_bytes is not None and (isinstance(group_bytes, bool) or not isinstance(group_bytes, int)
+                                        or group_bytes < 1):
+            raise ValueError(f"group_bytes: expected a positive int (bytes per group) or None (the target's "
+                             f"group), got {type(group_bytes).__name__} {group_bytes!r}")
+        object.__setattr__(self, "group_bytes", group_bytes)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Array.Layout.grouped(...) is immutable")
+
+    def __eq__(self, other):
+        return isinstance(other, GroupedLayout) and other.group_bytes == self.group_bytes
+
+    def __hash__(self):
+        return hash(("grouped", self.group_bytes))
+
+    @property
+    def name(self) -> str:
+        """`grouped()` or `grouped(8)` (as plan descriptions show it)."""
+        return f"grouped({'' if self.group_bytes is None else self.group_bytes})"
+
+    def __repr__(self) -> str:
+        return f"Array.Layout.{self.name}"
+
+    def to_numpy_order(self):
+        """None: no numpy order stores the groups."""
+        return None
+
+
 class _Layout(enum.Enum):
     FIRST_MAJOR = "first_major"
     LAST_MAJOR = "last_major"
     DEFERRED = "deferred"
-    # a cache layout: first-major, with the rows of the second-to-last dimension in groups of
-    # 32 bits' worth (4 int8 / 2 bfloat16) interleaved into the last one, as the dot-product
-    # instructions read their second operand (VNNI order)
-    VNNI = "vnni"
+
+    @staticmethod
+    def grouped(group_bytes=None) -> GroupedLayout:
+        """A cache layout whose rows are kept in groups of `group_bytes` (None: the target's group)
+        interleaved into the columns (`GroupedLayout`): `plan.cache(B, ..., layout=Array.Layout.grouped())`."""
+        return GroupedLayout(group_bytes)
 
     def to_numpy_order(self):
         """numpy's `order` for this layout ("C" first-major, "F" last-major), else None (Accera's)."""
         return {"first_major": "C", "last_major": "F"}.get(self.value)
+
+
+# the name the x86 instruction set gives the grouped order (4 int8 / 2 bfloat16 per 32-bit lane):
+# the target's group, whichever target
+_Layout.VNNI = GroupedLayout()

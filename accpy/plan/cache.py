@@ -8,19 +8,21 @@ when it ends. The lowering is accpy/lower/cache.py.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from typing import Optional
 
+import numpy as np
+
 from ..ir.types import ScalarType
+from ..nest.array import Array, Role, scalar_type
+from ..nest.layouts import GroupedLayout
+from ..nest.parameters import UnresolvedParameter
+from ..nest.views import ArrayView
 from ..targets.library import libraries
 from ..targets.cache_strategy import AUTO
 from ..targets.memory_space import MemorySpace
 
 
 def _buffer_or_none(array):
-    from ..nest.parameters import UnresolvedParameter
-
     try:
         return array.buffer
     except UnresolvedParameter:
@@ -59,9 +61,6 @@ class Cache:
                panel_width=None, locality=None) -> "Cache":
         """A checked Cache of `plan` (what `Plan.cache` makes): every argument validated, the
         index and level (and trigger index and level) resolved from whichever was given."""
-        from ..nest.array import Array, Role, scalar_type
-        from ..nest.views import ArrayView
-
         if isinstance(source, ArrayView):
             raise TypeError(f"source: {source!r} is a view; cache the array it views ({source.root.name})")
         if not isinstance(source, (Array, Cache)):
@@ -126,18 +125,14 @@ class Cache:
             if isinstance(layout, (tuple, list)):
                 _order_of_coefficients(layout, (source.array if isinstance(source, Cache) else source).rank)
                 layout = tuple(int(c) for c in layout)
-            elif layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR, Array.Layout.VNNI):
-                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR, VNNI or a tuple of "
-                                 f"coefficients, got {layout!r}")
-            if layout is Array.Layout.VNNI:
-                array = source.array if isinstance(source, Cache) else source
-                if array.rank < 2:
-                    raise ValueError(f"layout: VNNI groups the rows of a 2-D (or higher) block; {array.name} has "
-                                     f"rank {array.rank}")
-                if location is not None and location is not MemorySpace.NONE:
-                    raise ValueError("layout: a VNNI cache lives in host memory (location= must be left out)")
+            elif not isinstance(layout, GroupedLayout) and layout not in (Array.Layout.FIRST_MAJOR,
+                                                                          Array.Layout.LAST_MAJOR):
+                raise ValueError(f"layout: expected Array.Layout.FIRST_MAJOR, LAST_MAJOR, grouped(...) or a "
+                                 f"tuple of coefficients, got {layout!r}")
         if element_type is not None:
             element_type = scalar_type(element_type, "element_type")
+        if isinstance(layout, GroupedLayout):
+            _check_grouped(layout, array, location, element_type or _element_type(source))
         if isinstance(source, Cache):
             outer = source
             if outer.budget != (max_elements is not None):
@@ -167,8 +162,8 @@ class Cache:
 
     @property
     def storage_layout(self):
-        """The layout the cache is stored in: FIRST_MAJOR, LAST_MAJOR, VNNI, or None (the
-        source's); coefficients give the dimension order they describe."""
+        """The layout the cache is stored in: FIRST_MAJOR, LAST_MAJOR, a grouped one (`GroupedLayout`),
+        or None (the source's); coefficients give the dimension order they describe."""
         if isinstance(self.layout, tuple):
             return _order_of_coefficients(self.layout, len(self.layout))
         return self.layout
@@ -204,8 +199,6 @@ def _order_of_coefficients(coefficients, rank: int):
     strides, one per dimension): strides falling to 1 at the last dimension are first-major,
     rising from 1 at the first last-major. The cache is stored compactly in that order (its
     block's own extents give the strides); other orders raise ValueError (not built)."""
-    from ..nest.array import Array
-
     c = list(coefficients)
     if len(c) != rank or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in c):
         raise ValueError(f"layout: expected {rank} coefficients (integers >= 1, one per dimension of the "
@@ -216,6 +209,28 @@ def _order_of_coefficients(coefficients, rank: int):
         return Array.Layout.LAST_MAJOR
     raise ValueError(f"layout: the coefficients {tuple(c)} are in neither first-major order (falling to 1) "
                      f"nor last-major order (rising from 1); other dimension orders are not built")
+
+
+def _element_type(source) -> ScalarType:
+    """The element type of a cache's source: an array's, or the type the outer cache holds."""
+    while isinstance(source, Cache):
+        if source.element_type is not None:
+            return source.element_type
+        source = source.source
+    return source.element_type
+
+
+def _check_grouped(layout, array, location, dtype: ScalarType) -> None:
+    """ValueError unless a cache of `array` with elements of `dtype` can take the grouped `layout`."""
+    if array.rank < 2:
+        raise ValueError(f"layout: {layout!r} groups the rows of a 2-D (or higher) block; {array.name} has "
+                         f"rank {array.rank}")
+    if location is not None and location is not MemorySpace.NONE:
+        raise ValueError(f"layout: a cache in {layout!r} lives in host memory (location= must be left out)")
+    size = max(1, dtype.bits // 8)
+    if layout.group_bytes is not None and layout.group_bytes % size:
+        raise ValueError(f"layout: groups of {layout.group_bytes} bytes hold no whole number of {dtype.name} "
+                         f"elements ({size} bytes each); give a multiple of {size}")
 
 
 def _positive_int(value, what: str, expected: str) -> int:
@@ -236,7 +251,7 @@ def _flag(value, what: str, none: bool = False):
 
 
 def _checked_panel_width(width, array, layout, location, max_elements, double_buffer):
-    """`panel_width` checked: columns per panel of a first-major (or VNNI) block in host memory,
+    """`panel_width` checked: columns per panel of a first-major (or grouped) block in host memory,
     and a note when it was clamped.
 
     A width above the array's columns (its last dimension, where that is a number) is clamped to
@@ -244,8 +259,6 @@ def _checked_panel_width(width, array, layout, location, max_elements, double_bu
     be `panel_width` long, allocated on every call). The lowering clamps again, to the block
     itself (lower/cache.py), where the block is narrower than the array; both say so in `notes`.
     """
-    from ..nest.array import Array
-
     if width is None:
         return 1, None
     width = _positive_int(width, "panel_width", "a positive int (columns per panel)")
@@ -254,8 +267,8 @@ def _checked_panel_width(width, array, layout, location, max_elements, double_bu
                          f"rank {array.rank}")
     if isinstance(layout, tuple):
         layout = _order_of_coefficients(layout, len(layout))
-    if layout is not None and layout not in (Array.Layout.FIRST_MAJOR, Array.Layout.VNNI):
-        raise ValueError(f"panel_width: panels of columns need a FIRST_MAJOR or VNNI layout, got {layout!r}")
+    if layout is not None and layout is not Array.Layout.FIRST_MAJOR and not isinstance(layout, GroupedLayout):
+        raise ValueError(f"panel_width: panels of columns need a FIRST_MAJOR or grouped layout, got {layout!r}")
     if location is not None and location is not MemorySpace.NONE:
         raise ValueError("panel_width: a cache in panels lives in host memory (location= must be left out)")
     if max_elements is not None or double_buffer:

@@ -6,6 +6,7 @@ from ..ir.expr import Buffer, Var
 from ..ir.kinds import LoopKind
 from ..ir.request import CacheRequest, LoweringRequest, PrefetchRequest
 from ..nest.array import Array, Dimension, OutputDimension, is_scalar_argument
+from ..nest.layouts import GroupedLayout
 from ..nest.views import ArrayView
 
 
@@ -43,12 +44,13 @@ def cache_requests(plan) -> tuple:
         outer = None if isinstance(c.source, Array) else key[id(c.source)]
         level = c.level if not c.budget else None
         resolved = getattr(c, "_resolved", None) if c.budget else None
+        grouped = isinstance(c.storage_layout, GroupedLayout)
         out.append(CacheRequest(
             key=k, source=c.source_buffer if outer is None else None, outer=outer, array_name=c.array.name,
             level=level, trigger_level=c.trigger_level, max_elements=c.max_elements,
-            layout_last=None if c.storage_layout in (None, Array.Layout.VNNI) else
-            c.storage_layout is Array.Layout.LAST_MAJOR,
-            vnni=c.storage_layout is Array.Layout.VNNI, panel_width=c.panel_width, locality=c.locality,
+            layout_last=None if c.storage_layout is None or grouped else c.storage_layout is Array.Layout.LAST_MAJOR,
+            grouped=grouped, group_bytes=c.storage_layout.group_bytes if grouped else None,
+            panel_width=c.panel_width, locality=c.locality,
             element_type=c.element_type, thrifty=bool(c.thrifty), memory=_memory(c.location),
             deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved))
     return tuple(out)

@@ -32,14 +32,14 @@ class Plan(RuntimePacking, AutoPlanning):
         return self._call("unroll", index)
 
     def vectorize(self, index, unsafe: bool = False) -> None:
-        """Run the loop of `index`, and every loop inside it, on vector registers (AVX-512
-        16 x f32, AVX2 8 x f32, ...).
+        """Run the loop of `index`, and every loop inside it, on the target's vector registers
+        (e.g. 16 x float32 in a 512-bit register, 8 in a 256-bit one).
 
         The loops inside are unrolled (their extents must be compile-time constants), and
         each statement instance runs on all lanes of `index`: as a vector load/store where
         its access is contiguous along the index, a broadcast where it does not depend on
-        it, a gather/scatter (AVX-512) for another constant stride. The extent of `index`
-        need not be a multiple of the vector width (the tail is masked). Raises now: a
+        it, a gather/scatter (where the target has them) for another constant stride. The
+        extent of `index` need not be a multiple of the vector width (the tail is masked). Raises now: a
         fusing index, a target without vector instructions (RuntimeError), inner loops of
         runtime or too large extent (ValueError), a dependence between lanes
         (`ScheduleError`; `unsafe=True` skips that check). The build checks again.

@@ -210,6 +210,15 @@ class TargetLibrary:
         """The dot-product instructions (`DotProduct`) `target` has in this library (None: all of them)."""
         return ()
 
+    def operand_group(self, target, dtype: ScalarType) -> Optional[int]:
+        """Bytes per group of consecutive reduction values that this library's instructions read
+        from an operand of `dtype` kept in the grouped layout (`Array.Layout.grouped()`), or None
+        (none reads such groups). By default the largest group of its dot products (all of them,
+        whatever `target` has, so that one plan lays a cache out alike on every model of the ISA)
+        with a factor of `dtype`; a library whose tile instructions read other groups says so here."""
+        sizes = [p.group * max(1, f.bits // 8) for p in self.dot_products(None) for f in p.factors if f is dtype]
+        return max(sizes) if sizes else None
+
     def precompiled_header(self) -> Optional[str]:
         """C text worth precompiling for kernels with vector code (e.g. a large system header)."""
         return None

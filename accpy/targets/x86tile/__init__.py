@@ -57,6 +57,10 @@ class X86TileLibrary(TargetLibrary):
     def tensor_intrinsic(self, spec):
         return tiles.tensor_intrinsic(spec)
 
+    def operand_group(self, target, dtype):
+        # B tiles hold groups of 4 bytes of consecutive k (as the AVX-512 dot products read them)
+        return tiles.b_group_bytes(dtype)
+
     def grouped_block(self, target, dtype):
         # a B tile: 16 group rows (64 int8 / 32 bf16 k) of 16 columns, loaded straight from the cache
         return tiles.b_tile_block(dtype)

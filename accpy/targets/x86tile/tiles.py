@@ -8,8 +8,9 @@ a grid of tiles (register blocking: e.g. C 32 x 32 in four tiles, A 32 x 64 and 
 each); the loops that pick a tile of the grid around the tensorized loops must be unrolled (tile
 numbers are immediates). A tile is loaded straight from the array when its block is a full tile
 of rows 64 bytes apart or more (A, C), or for B, from a cache in VNNI order
-(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)`, also in panels, whose rows hold groups of 4 (int8) or 2
-(bf16) consecutive k for each column, as the tile unit reads B); otherwise through a 1 KiB scratch
+(`plan.cache(B, ..., layout=acc.Array.Layout.VNNI)`, the target's `grouped()` layout, also in
+panels, whose rows hold groups of 4 (int8) or 2 (bf16) consecutive k for each column, as the tile
+unit reads B); otherwise through a 1 KiB scratch
 block: a partial tile (zeroed: the zeros add nothing), or B packed there tile by tile. A partial C
 tile is stored through the scratch block and copied out element by element.
 
@@ -246,12 +247,21 @@ def _multiple_of(e, g: int) -> bool:
     return a is not None and a.const % g == 0 and all(c % g == 0 for _, c in a.terms)
 
 
+# a B tile row holds 32-bit slots, each a group of consecutive k (4 int8 / 2 bfloat16: VNNI order)
+GROUP_BYTES = 4
+
+
+def b_group_bytes(dtype) -> Optional[int]:
+    """Bytes per group of k in which the tile unit reads B of `dtype` (None: no tile of that type)."""
+    return GROUP_BYTES if dtype in (I8, U8, BF16) else None
+
+
 def b_tile_block(dtype):
     """(rows, columns) of the block one B tile reads from a VNNI-ordered array of `dtype`."""
-    if dtype not in (I8, U8, BF16):
+    if b_group_bytes(dtype) is None:
         return None
-    g = 4 // (dtype.bits // 8)
-    return mc.ROWS * g, mc.COLSB // 4
+    g = GROUP_BYTES // (dtype.bits // 8)
+    return mc.ROWS * g, mc.COLSB // GROUP_BYTES
 
 
 def _whole_b_tile(src: Buffer, origin) -> bool:
