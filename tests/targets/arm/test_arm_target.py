@@ -148,3 +148,21 @@ def test_one_package_one_toolchain():
     with pytest.raises(ValueError, match=r"build\('mixed'\): its functions are for targets built by different "
                                          r"toolchains .*build a package per architecture"):
         pkg.build("mixed", format=acc.Package.Format.HAT_SOURCE)
+
+
+def test_float16_lanes_need_the_half_precision_extension():
+    X = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.float16, shape=(16,), name="X")
+    nest = acc.Nest(shape=(16,))
+    i = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        X[i] = X[i] * X[i]
+
+    plan = nest.create_schedule().create_plan(T("ARMv8.2-A"))
+    plan.vectorize(i)
+    assert "vmulq_f16(" in plan.emit_c("sq", (X,))
+    plan = nest.create_schedule().create_plan(T("ARMv8-A"))
+    plan.vectorize(i)
+    with pytest.warns(UserWarning, match="no vector instructions for float16 on target ARMv8-A"):
+        assert "vmulq_f16" not in plan.emit_c("sq", (X,))
