@@ -1,5 +1,5 @@
-"""AArch64 as a target library: the Neon vector ISA (neon.py: float32 with FMLA, int32, SDOT /
-UDOT dot products), its toolchain (toolchain.py: the cross compiler and qemu on other machines)
+"""AArch64 as a target library: the Neon vector ISA (neon.py: 128-bit lanes of every type, FMLA,
+the SDOT / UDOT / USDOT dot products), its toolchain (toolchain.py: the cross compiler and qemu on other machines)
 and running a built package's functions under emulation (emulate.py).
 
     plan = schedule.create_plan(acc.Target("ARMv8.2-A"))   # Neon with dot products
@@ -38,8 +38,8 @@ class NeonLibrary(TargetLibrary):
         return isa if isa is not None and isa.lanes == lanes else None
 
     def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
-        if any(p.op == op for p in DOT_PRODUCTS):
-            return dtype is ScalarType.int32 and all(target.has(f) for f in DOT_FEATURES)
+        if op in DOT_FEATURES:
+            return dtype is ScalarType.int32 and all(target.has(f) for f in DOT_FEATURES[op])
         isa = shape_for(target, dtype)
         return isa is not None and isa.template(op) is not None
 

@@ -182,6 +182,8 @@ def _shape(dtype: ScalarType) -> VectorISA:
         # SDOT / UDOT: {c} plus, per int32 lane, the four products of a quad of bytes
         extra["sdot4"] = "vdotq_s32({c}, {a}, {b})"
         extra["udot4"] = "vreinterpretq_s32_u32(vdotq_u32(vreinterpretq_u32_s32({c}), {a}, {b}))"
+        # USDOT (the int8 matrix multiply extension, i8mm): uint8 x int8 quads
+        extra["usdot4"] = "vusdotq_s32({c}, {a}, {b})"
     if dtype in (I8, U8):
         # a dot product's operand: a quad of 4 bytes repeated in every 32-bit slot (`bcast`; `bcast_part`:
         # only its first {n} bytes read), and groups of which only the first elements are read
@@ -207,11 +209,14 @@ def shape_for(target, dtype: ScalarType):
     return isa
 
 
-# AArch64's dot products (Armv8.2-A's dot product extension, "asimddp"): SDOT (int8 x int8) and UDOT
-# (uint8 x uint8) quads into int32 lanes, adding into the accumulator; an operand may be one quad
-# repeated in every lane (A's row in C[i, j] += A[i, k] * B[k, j] with B grouped by 4 k)
+# AArch64's dot products: SDOT (int8 x int8) and UDOT (uint8 x uint8) of Armv8.2-A's dot product
+# extension ("asimddp"), USDOT (uint8 x int8) of the int8 matrix multiply extension ("i8mm"): quads
+# into int32 lanes, adding into the accumulator; an operand may be one quad repeated in every lane
+# (A's row in C[i, j] += A[i, k] * B[k, j] with B grouped by 4 k)
 DOT_PRODUCTS = (
     DotProduct("sdot4", 4, I32, (I8, I8), True, (0, 4)),
     DotProduct("udot4", 4, I32, (U8, U8), True, (0, 4)),
+    DotProduct("usdot4", 4, I32, (U8, I8), True, (0, 4)),  # Armv8.6-A's i8mm (USDOT)
 )
-DOT_FEATURES = ("asimddp",)
+# the features each dot product needs
+DOT_FEATURES = {"sdot4": ("asimddp",), "udot4": ("asimddp",), "usdot4": ("i8mm",)}

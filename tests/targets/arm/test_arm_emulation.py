@@ -46,6 +46,7 @@ def _build(tmp_path, name, kernels):
     return pkg.build(name, output_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_sgemm_and_int8_matmuls_match_the_reference_under_qemu(tmp_path):
     v82 = T("ARMv8.2-A")
     kernels = {

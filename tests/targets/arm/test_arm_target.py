@@ -118,6 +118,12 @@ def test_int8_matmul_uses_sdot_where_the_model_has_it():
     assert "accpy_neon_mload_groups_s8" in c or "accpy_load_i32_part" in c  # 30 = 7 * 4 + 2: partial groups
     _, plan, args = int8_plan(T("ARMv8.2-A"), a_type=S.uint8, b_type=S.uint8)
     assert "vdotq_u32(" in plan.emit_c("u8", args)
+    # uint8 x int8: USDOT, with the int8 matrix multiply extension (Armv9-A here), not in Armv8.2-A
+    _, plan, args = int8_plan(T("ARMv9-A"), a_type=S.uint8, b_type=S.int8)
+    assert "vusdotq_s32(" in plan.emit_c("us", args)
+    with pytest.warns(UserWarning, match="C compiler's vectorizer"):
+        _, plan, args = int8_plan(T("ARMv8.2-A"), a_type=S.uint8, b_type=S.int8)
+        assert "vusdotq" not in plan.emit_c("us", args)
     # Armv8.0-A has no dot products: the int32 lanes multiply and add
     with pytest.warns(UserWarning, match="C compiler's vectorizer"):
         _, plan, args = int8_plan(T("ARMv8-A"))

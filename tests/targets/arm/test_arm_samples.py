@@ -1,0 +1,51 @@
+"""The samples' plans, unchanged, for AArch64: optimized_matmul's sgemm (B packed in panels, C's
+micro-tile in registers, prefetches, two OpenMP threads) on Armv8.2-A and int8_matmul's
+uint8 x int8 kernel (B grouped by 4 k) on Armv9-A, where USDOT (i8mm) computes it; cross-compiled,
+run under qemu (one run) and compared with numpy."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy.targets.arm import AARCH64_TOOLCHAIN, run_calls
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "samples"))
+import int8_matmul  # noqa: E402
+import optimized_matmul  # noqa: E402
+
+_why = AARCH64_TOOLCHAIN.missing() or AARCH64_TOOLCHAIN.cannot_run()
+pytestmark = pytest.mark.skipif(_why is not None, reason=f"AArch64 tools missing: {_why}")
+
+
+def _values(args, rng):
+    out = []
+    for a in args:
+        dt = np.dtype(a.element_type.name)
+        out.append(rng.standard_normal(a.shape).astype(dt) if dt.kind == "f" else
+                   rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, a.shape, dtype=dt, endpoint=True))
+    return out
+
+
+@pytest.mark.slow
+def test_sample_plans_for_aarch64_under_qemu(tmp_path):
+    v82, v9 = acc.Target("ARMv8.2-A"), acc.Target("ARMv9-A")
+    pkg = acc.Package()
+    plans = {"sgemm": optimized_matmul.matmul_plan(67, 45, 33, threads=1, target=v82),
+             "sgemm2": optimized_matmul.matmul_plan(64, 48, 40, threads=2, target=v82),
+             "u8s8": int8_matmul.vector_matmul_plan(30, 50, 70, target=v9)}
+    for name, (plan, args) in plans.items():
+        pkg.add(plan, args=args, base_name=name)
+    pkg.build("samples", output_dir=tmp_path, progress=False)
+    c = (tmp_path / "samples.c").read_text()
+    assert "vfmaq_f32(" in c and "vusdotq_s32(" in c and "#pragma omp parallel" in c
+    rng = np.random.default_rng(5)
+    calls = [(name, _values(args, rng)) for name, (_, args) in plans.items()]
+    for (name, (a, b, c0)), got in zip(calls, run_calls(tmp_path, calls)):
+        if c0.dtype.kind == "f":
+            np.testing.assert_allclose(got[2], c0 + a @ b, rtol=1e-4, atol=1e-4, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got[2], c0 + a.astype(np.int32) @ b.astype(np.int32), err_msg=name)
