@@ -262,7 +262,7 @@ def test_vnni_layout_errors():
         plan.cache(v, index=i, layout=VNNI)
     nest, args, (i, j, k) = _matmul(8, 8, 8, S.int8, S.int32)
     plan = nest.create_plan()
-    with pytest.raises(ValueError, match=r"a cache in Array.Layout.grouped\(\) lives in host memory"):
+    with pytest.raises(ValueError, match=r"a cache in acc.Array.Layout.grouped\(\) lives in host memory"):
         plan.cache(args[1], index=k, layout=VNNI, location=acc.MemorySpace.SHARED)
 
 

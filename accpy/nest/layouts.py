@@ -83,7 +83,7 @@ class GroupedLayout:
         return f"grouped({'' if self.group_bytes is None else self.group_bytes})"
 
     def __repr__(self) -> str:
-        return f"Array.Layout.{self.name}"
+        return f"acc.Array.Layout.{self.name}"  # (as code: replay files write it so)
 
     def to_numpy_order(self):
         """None: no numpy order stores the groups."""
@@ -91,6 +91,10 @@ class GroupedLayout:
 
 
 class _Layout(enum.Enum):
+    """`Array.Layout`: FIRST_MAJOR (row-major), LAST_MAJOR (column-major), DEFERRED (a CONST
+    array stored as a cache lays it out); for caches also `grouped(group_bytes)` (`GroupedLayout`)
+    and its alias `VNNI`."""
+
     FIRST_MAJOR = "first_major"
     LAST_MAJOR = "last_major"
     DEFERRED = "deferred"

@@ -201,7 +201,7 @@ class TargetLibrary:
         return False
 
     def grouped_block(self, target, dtype: ScalarType):
-        """(rows, columns) that caches in VNNI order (`Array.Layout.VNNI`) of `dtype` should be
+        """(rows, columns) that caches in the grouped layout (`Array.Layout.grouped()`) of `dtype` should be
         allocated in whole blocks of, because this library's instructions read such blocks (e.g. a
         tile of B), or None. The cache pads its rows with zeros up to whole blocks."""
         return None
@@ -369,7 +369,7 @@ def vector_shape(target, dtype: ScalarType):
 
 
 def grouped_block(target, dtype: ScalarType) -> tuple:
-    """(rows, columns) of the whole blocks VNNI-ordered caches of `dtype` take on `target` (the
+    """(rows, columns) of the whole blocks grouped caches of `dtype` take on `target` (the
     largest any of its libraries asks for; (1, 1): none)."""
     rows, cols = 1, 1
     for lib in libraries_for(target):

@@ -13,6 +13,7 @@ from accpy.lower.cache import elements_per_group
 from accpy.targets import x86tile
 from accpy.targets.library import TargetLibrary, libraries_for, register_library
 from accpy.testing import assert_matches_reference
+from accpy.testing.replay import plan_lines
 
 Layout = acc.Array.Layout
 AVX512 = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380)  # AVX-512 with VNNI, no tile unit
@@ -47,7 +48,7 @@ def test_the_layout_value():
     assert Layout.VNNI == Layout.grouped() and Layout.VNNI is Layout.VNNI
     assert Layout.grouped(8) == Layout.grouped(8) != Layout.grouped(4)
     assert len({Layout.grouped(8), Layout.grouped(8), Layout.grouped()}) == 2
-    assert repr(Layout.grouped()) == "Array.Layout.grouped()" and repr(Layout.grouped(8)) == "Array.Layout.grouped(8)"
+    assert repr(Layout.grouped()) == "acc.Array.Layout.grouped()" and repr(Layout.grouped(8)) == "acc.Array.Layout.grouped(8)"
     assert Layout.grouped(8).name == "grouped(8)" and Layout.grouped(8).group_bytes == 8
     assert Layout.grouped().group_bytes is None and Layout.grouped().to_numpy_order() is None
     assert list(Layout) == [Layout.FIRST_MAJOR, Layout.LAST_MAJOR, Layout.DEFERRED]  # not a member
@@ -59,7 +60,7 @@ def test_the_layout_value():
 
 
 def test_grouped_layout_errors():
-    with pytest.raises(ValueError, match=r"layout: Array.Layout.grouped\(8\) is a cache layout"):
+    with pytest.raises(ValueError, match=r"layout: acc.Array.Layout.grouped\(8\) is a cache layout"):
         acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(4, 4), layout=Layout.grouped(8))
     with pytest.raises(ValueError, match=r"groups of 3 bytes hold no whole number of int16 elements \(2 bytes "
                                          r"each\); give a multiple of 2"):
@@ -71,7 +72,7 @@ def test_grouped_layout_errors():
     outer = plan.cache(B, index=i, element_type=S.int16)
     with pytest.raises(ValueError, match=r"groups of 3 bytes hold no whole number of int16"):
         plan.cache(outer, index=k, layout=Layout.grouped(3))  # (the outer cache's type)
-    with pytest.raises(ValueError, match=r"a cache in Array.Layout.grouped\(\) lives in host memory"):
+    with pytest.raises(ValueError, match=r"a cache in acc.Array.Layout.grouped\(\) lives in host memory"):
         plan.cache(B, index=k, layout=Layout.VNNI, location=acc.MemorySpace.SHARED)
     v = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(16,), name="v")
     out = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int8, shape=(16,), name="out")
@@ -82,7 +83,7 @@ def test_grouped_layout_errors():
     def _():
         out[x] += v[x]
 
-    with pytest.raises(ValueError, match=r"layout: Array.Layout.grouped\(\) groups the rows of a 2-D \(or higher\) "
+    with pytest.raises(ValueError, match=r"layout: acc.Array.Layout.grouped\(\) groups the rows of a 2-D \(or higher\) "
                                          r"block; v has rank 1"):
         nest.create_plan().cache(v, index=x, layout=Layout.VNNI)
 
@@ -90,6 +91,7 @@ def test_grouped_layout_errors():
 def test_the_plan_shows_the_layout_as_given():
     plan, _ = _plan(None, Layout.grouped(8))
     assert "layout=grouped(8)" in repr(plan)
+    assert "plan.cache(B, index=j, layout=acc.Array.Layout.grouped(8))" in "\n".join(plan_lines(plan))  # replays
     plan, _ = _plan(None, Layout.VNNI)
     assert "layout=grouped()" in repr(plan)
 
@@ -112,7 +114,7 @@ def test_the_alias_the_target_group_and_four_bytes_emit_the_same_code(target, ta
              (Layout.VNNI, Layout.grouped(), Layout.grouped(4))}
     assert len(set(codes.values())) == 1, list(codes)
     g = 4 // (tab.bits // 8)
-    assert re.search(rf"B_cache\[\d+\*B_c0 \+ {g}\*B_c1 \+ 1\]", codes["Array.Layout.grouped()"])
+    assert re.search(rf"B_cache\[\d+\*B_c0 \+ {g}\*B_c1 \+ 1\]", codes["acc.Array.Layout.grouped()"])
 
 
 def test_a_group_of_8_bytes_interleaves_8_rows():
