@@ -11,6 +11,7 @@ from typing import Optional
 from ..ir.types import ScalarType
 from ..paths import cache_dir
 from ..targets.library import libraries
+from ..targets.toolchain import ForeignArchitectureError, host_machine
 from .compile import compile_cxx_module_standalone, copy_atomic, file_digest, log, output_lock
 from .signature import KIND_ARRAY, KIND_DIM, KIND_SCALAR, ArgInfo, position_map
 from .sources import alias_error_text
@@ -301,6 +302,11 @@ def load(path, name: Optional[str] = None) -> BuiltPackage:
     # the library and the module (snapshotted by content) all come from one build.
     with output_lock(p.parent, pkg_name):
         meta = tomllib.loads(p.read_text())
+        machine = meta.get("target", {}).get("required", {}).get("CPU", {}).get("architecture")
+        if machine and machine != host_machine():
+            raise ForeignArchitectureError(f"load: {p} is built for {machine}, and this machine is {host_machine()}: "
+                                           f"its code cannot be loaded into this Python process; run its functions "
+                                           f"under an emulator or on a machine of that architecture")
         lib = p.parent / meta["dependencies"]["link_target"]
         if not lib.exists():
             raise FileNotFoundError(f"{p}: its library {lib} does not exist (built with Format.HAT_SOURCE?)")

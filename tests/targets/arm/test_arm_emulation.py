@@ -143,6 +143,8 @@ def test_errors_of_an_aarch64_package(tmp_path, monkeypatch):
                                                        r"for target ARMv8-A \(aarch64\)"):
         pkg.build("sg", output_dir=tmp_path, python_module="sync")
     pkg.build("sg", output_dir=tmp_path)
+    with pytest.raises(ForeignArchitectureError, match=r"load: .*sg.hat is built for aarch64, and this machine is "):
+        acc.load(tmp_path / "sg.hat")
     a, b, c = (np.ones(x.shape, np.float32) for x in args)
     with pytest.raises(ValueError, match=r"call 0: expected 3 arguments \(A, B, C\), got 2"):
         run_under_emulation(tmp_path, "sg", [a, b])
