@@ -53,7 +53,7 @@ def register_objective(cls: type, *names: str) -> type:
     for n in names:
         if _REGISTERED.get(n, cls) is not cls:
             raise ValueError(f"register_objective: the name {n!r} is already {_REGISTERED[n].__name__}'s")
-        _REGISTERED[n] = cls
+    _REGISTERED.update(dict.fromkeys(names, cls))
     return cls
 
 
