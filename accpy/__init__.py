@@ -27,4 +27,4 @@ from . import tune  # the accpy.tune package; calling it runs accpy.tune.tune
 
 inf = float("inf")  # Accera's acc.inf: a float constant usable in logic (e.g. -acc.inf to start a max)
 
-__version__ = "0.1.0"
+from .version import __version__

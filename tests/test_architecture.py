@@ -27,7 +27,7 @@ LAYERS = {
 }
 LAYERS["testing"] = LAYERS["package"] | {"package"}
 LAYERS["tune"] = LAYERS["testing"] | {"testing"}
-LEAVES = {"accpy.errors", "accpy.paths", "accpy._binder"}
+LEAVES = {"accpy.errors", "accpy.paths", "accpy._binder", "accpy.version"}
 
 # Accera's facade methods import upward, inside the method (README, "Architecture"):
 # (module, function, imported module)

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 from ..nest.logic import Index
 from ..nest.parameters import Parameter
 from ..package.compile import CC, compiler_identity
+from ..version import __version__
 
 #: statuses of a variant that end its tuning (recorded, not retried unless asked)
 FAILED = ("build_error", "wrong", "timeout", "crashed", "error", "invalid")
@@ -138,10 +139,6 @@ def checksum(ev: dict) -> str:
 
 def run_stamp() -> dict:
     """What wrote a record: this accpy's version and its C compiler's `--version` first line."""
-    import sys
-
-    __version__ = sys.modules["accpy"].__version__  # (the package around this one: always imported first)
-
     try:
         compiler = compiler_identity(CC)
     except Exception:  # no compiler: the build will say so
