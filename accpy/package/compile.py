@@ -400,7 +400,7 @@ def _precompiled(cflags: list, text: str, precompile: Optional[str], headers=(),
 
 def compile_c(source: str, flags: list, display_path: str, openmp: bool = False, units=None,
               progress=None, native_units=(), precompile: Optional[str] = None, archive: bool = True,
-              cc: str = CC, ar: str = "ar") -> Library:
+              cc: str = CC, ar: str = "ar", precompile_prelude: bool = True) -> Library:
     """Compile C source into a shared library and a static archive (cached).
 
     `units`: the same code split into translation units (see sources.c_source), compiled
@@ -410,7 +410,8 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
     (the vector ISA's header) when the code has vector statements. `archive`: also the static
     archive (what HAT_STATIC packages and Python modules link); without it, the build is cached
     under its own key, holding the shared library only. `cc` and `ar`: the compiler and archiver
-    (the target's toolchain's; a cross compiler's for another architecture).
+    (the target's toolchain's; a cross compiler's for another architecture); `precompile_prelude`:
+    whether the prelude may be precompiled (the toolchain says).
     """
     cflags = base_cflags() + list(flags) + (["-fopenmp"] if openmp else [])
     extra_objs = []
@@ -432,7 +433,7 @@ def compile_c(source: str, flags: list, display_path: str, openmp: bool = False,
         srcs, pres = [], []
         for k, text in enumerate(texts):
             src = tmp / (f"kernel{k}.c" if len(texts) > 1 else "kernel.c")
-            pre, text = _precompiled(cflags, text, precompile, headers, cc)
+            pre, text = _precompiled(cflags, text, precompile, headers, cc) if precompile_prelude else ([], text)
             src.write_text(text)
             srcs.append(src)
             pres.append(pre)

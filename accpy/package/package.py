@@ -417,7 +417,7 @@ class Package:
             lib = compile_c(source, flags, str(files["c"]), openmp=openmp, units=units, progress=bar,
                             native_units=units_of, precompile=pch,
                             archive=bool(format & Format.HAT_STATIC) or bool(python_module),
-                            cc=toolchain.cc, ar=toolchain.ar)
+                            cc=toolchain.cc, ar=toolchain.ar, precompile_prelude=toolchain.precompiles(flags))
         except CompileError as e:
             # the failed source is kept where the compiler's messages point
             with output_lock(out, name):

@@ -134,6 +134,12 @@ SPECS = [
     # Graviton2's cores, 32 MiB system-level cache).
     _arm("ARMv8.2-A", "Armv8.2-A", ("Neoverse N1", "Graviton2"),
          ("fp", "asimd", "fphp", "asimdhp", "asimddp"), 4, 64 * KiB, 1 * MiB, 32 * MiB),
+    # Arm Neoverse V1 (Armv8.4-A with SVE at 256 bits, the dot product, fp16, i8mm and BF16; AWS
+    # Graviton3's cores). Arm Neoverse V1 Core TRM: 64 KiB L1 data, 1 MiB private L2; SVE vector
+    # length 256 bits (`vector_bytes` 32: accpy emits SVE at that fixed length).
+    ModelSpec("Neoverse V1", "Neoverse V1", ("Graviton3",), Category.CPU, Architecture.AARCH64,
+              ("fp", "asimd", "fphp", "asimdhp", "asimddp", "i8mm", "bf16", "sve"), 4, 4, None, None,
+              (64, 1024, 32768), (64, 64, 64), 32, 32),
     # Armv9-A with SVE2, the int8 matrix multiply (SMMLA) and BF16, sized as Arm's Neoverse N2
     # (Arm Neoverse N2 Core TRM: 64 KiB L1 data, up to 1 MiB private L2). Its Neon half is what
     # accpy emits today; SVE's scalable vectors are not used yet.

@@ -65,6 +65,10 @@ class Toolchain:
         units; per-function features go into `function_attribute`)."""
         return []
 
+    def precompiles(self, flags) -> bool:
+        """Whether a package's prelude may be compiled once into a precompiled header with `flags`."""
+        return True
+
     def function_attribute(self, target) -> str:
         """The attribute text (with a trailing space) before a kernel for `target`, or ""."""
         return ""
@@ -81,8 +85,8 @@ class Toolchain:
         """Whether code built by this toolchain runs on this machine (a package can be loaded)."""
         return self.machine == host_machine()
 
-    def run_command(self, executable: str) -> list:
-        """The command running a program built (statically linked) by this toolchain."""
+    def run_command(self, executable: str, flags=()) -> list:
+        """The command running a program built (statically linked) by this toolchain with `flags`."""
         return [executable]
 
     def missing(self) -> Optional[str]:

@@ -131,7 +131,8 @@ def run_calls(package, calls, toolchain=AARCH64_TOOLCHAIN, timeout: float = 600.
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise EmulationError(f"linking the driver of {pkg} failed:\n{p.stderr}\ncommand: {' '.join(cmd)}")
-        p = subprocess.run(toolchain.run_command(str(exe)) + [str(work)], capture_output=True, text=True,
+        flags = meta.get("compiled_with", {}).get("flags", "").split()
+        p = subprocess.run(toolchain.run_command(str(exe), flags) + [str(work)], capture_output=True, text=True,
                            timeout=timeout)
         if p.returncode != 0:
             raise EmulationError(f"{pkg} under emulation: exit status {p.returncode}: {p.stderr.strip()}")

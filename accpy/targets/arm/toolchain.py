@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..features import ARM_BASELINE, ARM_FEATURES, ARM_MARCH_EXTENSION, Architecture
 from ..toolchain import Toolchain, host_machine
+from .sve import uses_sve
 
 CROSS_PREFIX = "aarch64-linux-gnu-"
 #: user-mode emulators, in the order tried (the static one needs no AArch64 libraries to start)
@@ -43,7 +44,15 @@ class AArch64Toolchain(Toolchain):
         return [f for f in target.extensions if f in ARM_FEATURES and f not in ARM_BASELINE]
 
     def compiler_flags(self, target) -> list:
-        return [self._march(self.required_features(target))]
+        return [self._march(self.required_features(target))] + self._sve_bits([target])
+
+    @staticmethod
+    def _sve_bits(targets) -> list:
+        """`-msve-vector-bits` of targets whose code uses SVE registers (one length per package)."""
+        bits = sorted({t.vector_bytes * 8 for t in targets if uses_sve(t)})
+        if len(bits) > 1:
+            raise ValueError(f"a package's functions use SVE vectors of one length; got {bits} bits")
+        return [f"-msve-vector-bits={bits[0]}"] if bits else []
 
     @staticmethod
     def _march(features) -> str:
@@ -57,7 +66,28 @@ class AArch64Toolchain(Toolchain):
         feats = []
         for t in sorted(targets, key=lambda t: t.describe()):
             feats += [f for f in self.required_features(t) if f not in feats]
-        return [self._march(sorted(feats, key=ARM_FEATURES.index))]
+        return [self._march(sorted(feats, key=ARM_FEATURES.index))] + self._sve_bits(targets)
+
+    def precompiles(self, flags) -> bool:
+        # gcc 12 crashes (an internal compiler error) on SVE code after a precompiled <arm_sve.h>
+        return not any(f.startswith("-msve-vector-bits") or "+sve" in f for f in flags)
+
+    def feature_guard(self, target, function: str, c_string) -> list:
+        if not uses_sve(target):
+            return []  # (features are compiled for; Linux on Arm has no __builtin_cpu_supports)
+        # code for one SVE vector length is wrong on another: RDVL reads this CPU's, in bytes
+        fmt = c_string("%s: built for target %s with %d-byte SVE vectors, but this CPU's are %d bytes "
+                       "(under qemu: -cpu max,sve%d=on)")
+        vb = target.vector_bytes
+        return [
+            "    uint64_t accpy_vl_;",
+            '    __asm__ volatile("rdvl %0, #1" : "=r"(accpy_vl_));',
+            f"    if (accpy_vl_ != {vb}) {{",
+            f"        accpy_set_error({fmt}, {c_string(function)}, {c_string(str(target.name))}, {vb}, "
+            f"(int)accpy_vl_, {vb * 8});",
+            "        return;",
+            "    }",
+        ]
 
     def emulator(self) -> Optional[str]:
         """The qemu user-mode emulator found on PATH, or None."""
@@ -67,14 +97,16 @@ class AArch64Toolchain(Toolchain):
                 return path
         return None
 
-    def run_command(self, executable: str) -> list:
+    def run_command(self, executable: str, flags=()) -> list:
         if self.native:
             return [executable]
         qemu = self.emulator()
         if qemu is None:
             raise FileNotFoundError(f"no AArch64 emulator ({' or '.join(EMULATORS)}) on PATH; {INSTALL_HINT}")
-        # `-cpu max`: every extension qemu implements (dot products, fp16, SVE, i8mm)
-        return [qemu, "-cpu", "max", executable]
+        # `-cpu max`: every extension qemu implements (dot products, fp16, SVE, i8mm), with the SVE
+        # vector length the code was compiled for (`flags`: the package's)
+        cpu = "max" + "".join(f",sve{f.split('=')[1]}=on" for f in flags if f.startswith("-msve-vector-bits="))
+        return [qemu, "-cpu", cpu, executable]
 
     def missing(self) -> Optional[str]:
         if shutil.which(self.cc) is None:
