@@ -172,3 +172,11 @@ def test_float16_lanes_need_the_half_precision_extension():
     plan.vectorize(i)
     with pytest.warns(UserWarning, match="no vector instructions for float16 on target ARMv8-A"):
         assert "vmulq_f16" not in plan.emit_c("sq", (X,))
+
+
+def test_arm_host_features_are_read_from_cpuinfo():
+    """An Arm machine's /proc/cpuinfo lists "Features" (not x86's "flags")."""
+    from accpy.targets.host import _host_features
+
+    info = {"Features": "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm asimddp sve"}
+    assert _host_features(info) == ("fp", "asimd", "fphp", "asimdhp", "asimddp", "sve")
