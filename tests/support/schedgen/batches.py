@@ -256,6 +256,8 @@ def _parse_args(text):
             return Ref(node.id)
         if isinstance(node, ast.Attribute):  # e.g. acc.ScalarType.int64
             return Ref(ast.unparse(node))
+        if isinstance(node, ast.Call) and ast.unparse(node.func).startswith("acc."):  # acc.Array.Layout.grouped(8)
+            return Ref(ast.unparse(node))
         if isinstance(node, ast.Dict):
             return Mapping((conv(k), conv(v)) for k, v in zip(node.keys, node.values))
         if isinstance(node, ast.Constant):
