@@ -8,8 +8,8 @@ data that realizes, checks, minimizes and prints as a replay the same way whoeve
   * "plans": random plans (caches, vectorize, unroll, parallelize, AVX2 targets) on random
     schedules (`schedgen.random_plan_cases`), checked by `schedgen.check_plan_cases`;
   * "testing": accpy.testing's hypothesis strategies (`at.schedules`, `at.plans`: caches with
-    layouts, triggers and column panels, vectorize, unroll, parallelize), plus a cache in VNNI
-    order now and then, on the narrow-type nests (`schedgen.narrow_kinds()`: int8, uint8, int16
+    layouts, triggers and column panels, vectorize, unroll, parallelize), plus a cache in a grouped
+    layout now and then, on the narrow-type nests (`schedgen.narrow_kinds()`: int8, uint8, int16
     and bfloat16 with wide accumulators, and element-wise arithmetic in the narrow type), driven
     by a seed (`hypothesis.seed`, no database); each drawn plan becomes a Case through its
     replay code (`at.replay_code`).
@@ -60,7 +60,8 @@ def draw_batch(gen: str, seed: int, index: int, size: int, exclude=()) -> list:
 
 
 def _strategy(state):
-    """at.plans of at.schedules of the case's nest, sometimes with a cache in VNNI order added."""
+    """at.plans of at.schedules of the case's nest, sometimes with a cache in a grouped layout added
+    (the target's group, `VNNI`, or groups of 8 bytes)."""
     from hypothesis import strategies as st
 
     import accpy as acc
@@ -73,7 +74,8 @@ def _strategy(state):
     def draw(d):
         plan = d(at.plans(at.schedules(nest, max_transforms=4), caches=2))
         if grouped and d(st.integers(0, 2)) == 0:
-            kw = {"index": d(st.sampled_from(plan.schedule.get_indices())), "layout": acc.Array.Layout.VNNI}
+            layout = d(st.sampled_from([acc.Array.Layout.VNNI, acc.Array.Layout.grouped(8)]))
+            kw = {"index": d(st.sampled_from(plan.schedule.get_indices())), "layout": layout}
             if d(st.booleans()):
                 kw["panel_width"] = d(st.sampled_from([4, 8, 16]))
             try:

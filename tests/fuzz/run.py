@@ -34,7 +34,7 @@ for _p in (str(_HERE.parent.parent), str(_HERE.parent)):  # the repository, test
 
 from fuzz import engine, generators as G, replay as R  # noqa: E402
 
-SHOWN_FEATURES = ("int8", "uint8", "int16", "bfloat16", "vnni", "panels", "vectorize", "parallelize", "unroll",
+SHOWN_FEATURES = ("int8", "uint8", "int16", "bfloat16", "grouped", "panels", "vectorize", "parallelize", "unroll",
                   "cache", "avx2")
 SANITIZE_CHUNK = 10  # kernels per sanitized build
 SANITIZE_SECONDS = 25  # a chunk's time on a loaded 2-core machine (reserved from the time box)
@@ -114,14 +114,14 @@ class Stats:
 
 
 def features(case) -> set:
-    """What a case exercises, for the summary: its element type and plan features (VNNI, panels)."""
+    """What a case exercises, for the summary: its element type and plan features (grouped layouts, panels)."""
     from support import schedgen as sg
 
     out = {case.nest.dtype} | sg.plan_features(case)
     for s in case.steps:
         kw = dict(s.kwargs)
-        if s.op == "cache" and str(kw.get("layout", "")).endswith("VNNI"):
-            out.add("vnni")
+        if s.op == "cache" and ("VNNI" in str(kw.get("layout", "")) or "grouped(" in str(kw.get("layout", ""))):
+            out.add("grouped")
         if s.op == "cache" and kw.get("panel_width", 1) > 1:
             out.add("panels")
     return out
