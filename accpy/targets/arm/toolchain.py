@@ -16,6 +16,11 @@ CROSS_PREFIX = "aarch64-linux-gnu-"
 #: user-mode emulators, in the order tried (the static one needs no AArch64 libraries to start)
 EMULATORS = ("qemu-aarch64-static", "qemu-aarch64")
 INSTALL_HINT = "Debian/Ubuntu: apt-get install gcc-aarch64-linux-gnu qemu-user-static"
+# gcc 12 can find a function "pure" whose only stores are SVE stores of a value selected by a
+# predicate (svwhilelt of a loaded count), and then drops calls to it whose result is unused:
+# wrong code (checked with Debian's gcc 12.2 for AArch64; a loop of svst1(ptrue, p, svsel(whilelt(0,
+# n[r]), ...)) in a noinline static function). Both analyses off keeps every call.
+SVE_WORKAROUND = ("-fno-ipa-pure-const", "-fno-ipa-modref")
 
 
 class AArch64Toolchain(Toolchain):
@@ -48,11 +53,12 @@ class AArch64Toolchain(Toolchain):
 
     @staticmethod
     def _sve_bits(targets) -> list:
-        """`-msve-vector-bits` of targets whose code uses SVE registers (one length per package)."""
+        """`-msve-vector-bits` of targets whose code uses SVE registers (one length per package), and
+        SVE_WORKAROUND."""
         bits = sorted({t.vector_bytes * 8 for t in targets if uses_sve(t)})
         if len(bits) > 1:
             raise ValueError(f"a package's functions use SVE vectors of one length; got {bits} bits")
-        return [f"-msve-vector-bits={bits[0]}"] if bits else []
+        return [f"-msve-vector-bits={bits[0]}", *SVE_WORKAROUND] if bits else []
 
     @staticmethod
     def _march(features) -> str:

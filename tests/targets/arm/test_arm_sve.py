@@ -19,7 +19,8 @@ V1 = acc.Target("Neoverse V1")
 
 def test_sve_model_and_c_text():
     assert V1.vector_bytes == 32 and V1.has("sve") and V1.toolchain is AARCH64_TOOLCHAIN
-    assert V1.compiler_flags() == ["-march=armv8.2-a+fp16+dotprod+i8mm+bf16+sve", "-msve-vector-bits=256"]
+    assert V1.compiler_flags() == ["-march=armv8.2-a+fp16+dotprod+i8mm+bf16+sve", "-msve-vector-bits=256",
+                                   "-fno-ipa-pure-const", "-fno-ipa-modref"]
     _, plan, args = sgemm_plan(V1)
     c = plan.emit_c("sg", args)
     assert "svmla_f32_x(" in c and "svwhilelt_b32(" in c and "vfmaq_f32" not in c  # 37 = 4 * 8 + 5: predicated
