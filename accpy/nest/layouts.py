@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+import numpy as np
+
 
 class Shape(list):
     """An array's shape: a list, as Accera's `Array.shape` (`A.shape + [M, N]`, `M, N = A.shape`),
@@ -54,19 +56,20 @@ class GroupedLayout:
     second-to-last dimension taken in groups and each group interleaved into the last dimension,
     so that element [.., r, c] sits next to [.., r + 1, c] within its group: the order in which
     dot-product and tile instructions read their second operand (a group of consecutive k values
-    per lane). `group_bytes`: bytes per group (a group holds `group_bytes // element size`
-    elements, at least one); None: the group the target's instructions read for the cache's
-    element type (its libraries say which; none: groups of one element, plain first-major).
+    per lane). `group_bytes`: bytes per group, a multiple of the cache's element size
+    (`plan.cache` checks); None: the group the target's instructions read for the cache's
+    element type (its libraries say which, `operand_group`; none: groups of one element, plain
+    first-major).
     `Array.Layout.VNNI` is `Array.Layout.grouped()`."""
 
     __slots__ = ("group_bytes",)
 
     def __init__(self, group_bytes=None):
-        if group_bytes is not None and (isinstance(group_bytes, bool) or not isinstance(group_bytes, int)
-                                        or group_bytes < 1):
+        if group_bytes is not None and (isinstance(group_bytes, (bool, np.bool_))
+                                        or not isinstance(group_bytes, (int, np.integer)) or group_bytes < 1):
             raise ValueError(f"group_bytes: expected a positive int (bytes per group) or None (the target's "
                              f"group), got {type(group_bytes).__name__} {group_bytes!r}")
-        object.__setattr__(self, "group_bytes", group_bytes)
+        object.__setattr__(self, "group_bytes", None if group_bytes is None else int(group_bytes))
 
     def __setattr__(self, name, value):
         raise AttributeError("Array.Layout.grouped(...) is immutable")

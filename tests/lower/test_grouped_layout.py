@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import accpy as acc
@@ -51,6 +52,7 @@ def test_the_layout_value():
     assert repr(Layout.grouped()) == "acc.Array.Layout.grouped()" and repr(Layout.grouped(8)) == "acc.Array.Layout.grouped(8)"
     assert Layout.grouped(8).name == "grouped(8)" and Layout.grouped(8).group_bytes == 8
     assert Layout.grouped().group_bytes is None and Layout.grouped().to_numpy_order() is None
+    assert Layout.grouped(np.int64(8)) == Layout.grouped(8) and type(Layout.grouped(np.int64(8)).group_bytes) is int
     assert list(Layout) == [Layout.FIRST_MAJOR, Layout.LAST_MAJOR, Layout.DEFERRED]  # not a member
     with pytest.raises(AttributeError, match="immutable"):
         Layout.grouped(4).group_bytes = 8
