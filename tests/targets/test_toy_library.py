@@ -1,0 +1,179 @@
+"""The target interface's own test: a toy fifth library, defined here, that builds and runs without
+any change to lower/, codegen/, plan/ or package/. It applies to a target of its own ("Toy4": a
+generic x86-64 CPU without vector extensions, so its code runs here) and gives 4-lane vectors in
+GNU C's vector types, its own C prelude, and a signed x signed dot product of groups of 8 bytes
+(8 int8 per int32 lane), which makes a grouped cache of int8 hold groups of 8 (operand_group)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy.ir.types import ScalarType
+from accpy.nest.reference import evaluate
+from accpy.targets import library
+from accpy.targets.library import DotProduct, TargetLibrary, VectorISA, register_library
+
+S = ScalarType
+
+PRELUDE = r"""typedef float toy_f32x4 __attribute__((vector_size(16)));
+typedef int32_t toy_i32x4 __attribute__((vector_size(16)));
+typedef int8_t toy_i8x32 __attribute__((vector_size(32)));
+#define TOY_MEMORY(V, T, N, SFX)                                                                   \
+    static inline V toy_load_##SFX(const void* p) { V v; memcpy(&v, p, sizeof v); return v; }     \
+    static inline void toy_store_##SFX(void* p, V v) { memcpy(p, &v, sizeof v); }                 \
+    static inline V toy_mload_##SFX(const void* p, int64_t n) {                                   \
+        T t[N] = {0}; for (int64_t l = 0; l < n && l < N; ++l) t[l] = ((const T*)p)[l];           \
+        return toy_load_##SFX(t);                                                                 \
+    }                                                                                             \
+    static inline void toy_mstore_##SFX(void* p, int64_t n, V v) {                                \
+        T t[N]; memcpy(t, &v, sizeof t); for (int64_t l = 0; l < n && l < N; ++l) ((T*)p)[l] = t[l]; \
+    }                                                                                             \
+    static inline T toy_hadd_##SFX(V v) { T t[N]; memcpy(t, &v, sizeof t); T r = 0;              \
+        for (int l = 0; l < N; ++l) r += t[l]; return r; }                                        \
+    /* masks are lane counts: the first n lanes of a, the others of b */                          \
+    static inline V toy_select_##SFX(int64_t n, V a, V b) {                                      \
+        T x[N], y[N]; memcpy(x, &a, sizeof x); memcpy(y, &b, sizeof y);                           \
+        for (int64_t l = 0; l < n && l < N; ++l) y[l] = x[l];                                     \
+        return toy_load_##SFX(y);                                                                 \
+    }
+TOY_MEMORY(toy_f32x4, float, 4, f32)
+TOY_MEMORY(toy_i32x4, int32_t, 4, i32)
+TOY_MEMORY(toy_i8x32, int8_t, 32, i8)
+/* the group of 8 bytes at p in every slot (only its first n bytes: the rest 0) */
+static inline toy_i8x32 toy_bcast8(const void* p, int n) {
+    int8_t t[32] = {0}; for (int l = 0; l < 32; ++l) if (l % 8 < n) t[l] = ((const int8_t*)p)[l % 8];
+    return toy_load_i8(t);
+}
+static inline toy_i8x32 toy_mload_groups(const void* p, int g, int k, int64_t n) {
+    int8_t t[32] = {0}; for (int l = 0; l < 32; ++l) if (l % g < k && (n < 0 || l < n)) t[l] = ((const int8_t*)p)[l];
+    return toy_load_i8(t);
+}
+/* c + per lane the sum of 8 products of signed bytes */
+static inline toy_i32x4 toy_dot8(toy_i32x4 c, toy_i8x32 a, toy_i8x32 b) {
+    int32_t r[4]; int8_t x[32], y[32]; memcpy(r, &c, 16); memcpy(x, &a, 32); memcpy(y, &b, 32);
+    for (int l = 0; l < 4; ++l) for (int q = 0; q < 8; ++q) r[l] += (int32_t)x[8 * l + q] * (int32_t)y[8 * l + q];
+    return toy_load_i32(r);
+}
+"""
+
+
+def _shape(dtype, sfx, ctype, lanes, extra=None):
+    ops = {"mask": "({n})", "load": f"toy_load_{sfx}({{p}})", "mload": f"toy_mload_{sfx}({{p}}, {{m}})",
+           "store": f"toy_store_{sfx}({{p}}, {{a}})", "mstore": f"toy_mstore_{sfx}({{p}}, {{m}}, {{a}})",
+           "set1": f"(({ctype}){{{{0}}}} + ({{a}}))", "zero": f"(({ctype}){{{{0}}}})",
+           "add": "(({a}) + ({b}))", "sub": "(({a}) - ({b}))", "mul": "(({a}) * ({b}))",
+           "fma": "(({a}) * ({b}) + ({c}))", "hadd": f"toy_hadd_{sfx}({{a}})",
+           "select": f"toy_select_{sfx}({{m}}, {{a}}, {{b}})"}
+    return VectorISA("toy", dtype, lanes, ctype, ops, (), extra or {})
+
+
+SHAPES = {S.float32: _shape(S.float32, "f32", "toy_f32x4", 4),
+          S.int32: _shape(S.int32, "i32", "toy_i32x4", 4, {"toy_dot8": "toy_dot8({c}, {a}, {b})"})}
+BYTES = VectorISA("toy", S.int8, 32, "toy_i8x32", {
+    "mask": "({n})", "load": "toy_load_i8({p})", "mload": "toy_mload_i8({p}, {m})",
+    "bcast": "toy_bcast8({p}, 8)", "bcast_part": "toy_bcast8({p}, {n})",
+    "mload_groups": "toy_mload_groups({p}, {g}, {k}, {n})"})
+DOT = DotProduct("toy_dot8", 8, S.int32, (S.int8, S.int8), True, (0, 8))
+
+
+class ToyLibrary(TargetLibrary):
+    name = "toy vectors"
+
+    def applies_to(self, target) -> bool:
+        return target.name == "Toy4"
+
+    def vector_shape(self, target, dtype):
+        return SHAPES.get(dtype)
+
+    def vector_shape_of(self, dtype, lanes, target=None):
+        for isa in (SHAPES.get(dtype), BYTES if dtype is S.int8 else None):
+            if isa is not None and isa.lanes == lanes and (target is None or self.applies_to(target)):
+                return isa
+        return None
+
+    def lane_shape(self, target, dtype, lanes):
+        isa = SHAPES.get(dtype)
+        return isa if isa is not None and isa.lanes == lanes else None
+
+    def supports_vector_op(self, target, dtype, op):
+        if op == DOT.op:
+            return dtype is S.int32
+        isa = SHAPES.get(dtype)
+        return isa is not None and isa.template(op) is not None
+
+    def dot_products(self, target=None):
+        return (DOT,)
+
+    def vector_prelude(self, target) -> str:
+        return PRELUDE
+
+
+@pytest.fixture
+def toy():
+    """The library registered for the test, and the registry as it was afterwards."""
+    lib = ToyLibrary()
+    before = list(library._LIBRARIES)
+    register_library(lib)
+    try:
+        yield acc.Target(None, name="Toy4", vector_bytes=16)  # a generic x86-64 CPU: runs here
+    finally:
+        library._LIBRARIES[:] = before
+
+
+def _int8_matmul(target, M=6, N=11, K=21):
+    A = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int32, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += acc.cast(A[i, k], S.int32) * acc.cast(B[k, j], S.int32)
+
+    s = nest.create_schedule()
+    j2, k2 = s.split(j, 4), s.split(k, 8)
+    s.reorder(i, j, k, j2, k2)
+    plan = s.create_plan(target)
+    plan.cache(B, index=i, layout=acc.Array.Layout.grouped())  # the target's group: 8 int8
+    plan.vectorize(j2)
+    return nest, plan, (A, B, C)
+
+
+def _saxpy(target, N=23):
+    X = acc.Array(role=acc.Role.INPUT, shape=(N,), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(N,), name="Y")
+    R = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(1,), name="R")
+    nest = acc.Nest(shape=(N,))
+    i = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] += X[i] * 3.0
+        R[0] += X[i]
+
+    plan = nest.create_schedule().create_plan(target)
+    plan.vectorize(i)
+    return nest, plan, (X, Y, R)
+
+
+def test_a_toy_library_builds_and_runs(toy, tmp_path):
+    kernels = {"mm": _int8_matmul(toy), "saxpy": _saxpy(toy)}
+    c = kernels["mm"][1].emit_c("mm", kernels["mm"][2])
+    assert "toy_dot8(" in c and "toy_bcast8(" in c  # A's group of 8 repeated, B's groups of 8 contiguous
+    assert "toy_mload_groups(" in c  # K = 21 = 2 * 8 + 5: the last group partial
+    pkg = acc.Package()
+    for name, (_, plan, args) in kernels.items():
+        pkg.add(plan, args=args, base_name=name)
+    lib = pkg.build("toy", output_dir=tmp_path, python_module=False)
+    assert "toy_f32x4" in (tmp_path / "toy.c").read_text()
+    rng = np.random.default_rng(4)
+    for name, (nest, _, args) in kernels.items():
+        values = [rng.integers(-128, 128, a.shape).astype(a.element_type.name) if a.element_type.is_int
+                  else rng.standard_normal(a.shape).astype(np.float32) for a in args]
+        want = [v.copy() for v in values]
+        evaluate(nest, dict(zip(args, want)))
+        getattr(lib, name)(*values)
+        for got, w in zip(values, want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5, err_msg=name)
