@@ -124,11 +124,15 @@ def toolchain_for(target) -> Toolchain:
 
 
 def package_toolchain(targets, what: str = "the package") -> Toolchain:
-    """The one toolchain that builds functions for all of `targets`; ValueError if they need several."""
+    """The toolchain that builds a package with functions for all of `targets`: theirs when they agree
+    on the compiler and architecture (a library's own before the host's plain one, e.g. x86's beside
+    an accelerator whose functional model runs on the host); ValueError if they need several."""
     found: dict = {}
     for t in targets:
         tc = toolchain_for(t)
-        found.setdefault(type(tc), (tc, t))
+        key = (tc.machine, tc.cc)
+        if key not in found or found[key][0] is HOST_TOOLCHAIN:
+            found[key] = (tc, t)
     if len(found) > 1:
         names = "; ".join(f"{t.name}: {tc.describe()}" for tc, t in found.values())
         raise ValueError(f"{what}: its functions are for targets built by different toolchains ({names}); "

@@ -180,3 +180,13 @@ def test_arm_host_features_are_read_from_cpuinfo():
 
     info = {"Features": "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm asimddp sve"}
     assert _host_features(info) == ("fp", "asimd", "fphp", "asimdhp", "asimddp", "sve")
+
+
+def test_host_functions_and_a_functional_model_share_a_package():
+    """x86 code and an accelerator whose functional model runs on the host: one compiler, one package."""
+    from accpy.targets.toolchain import package_toolchain
+
+    assert package_toolchain([T("HOST"), T(T.Model.GEMMINI)]) is X86_TOOLCHAIN
+    assert package_toolchain([T(T.Model.GEMMINI)]) is HOST_TOOLCHAIN
+    with pytest.raises(ValueError, match="different toolchains"):
+        package_toolchain([T("ARMv8-A"), T(T.Model.GEMMINI)])
