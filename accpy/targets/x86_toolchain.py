@@ -4,6 +4,8 @@ baseline x86-64), and a `__builtin_cpu_supports` guard that refuses to run a ker
 them (no SIGILL)."""
 from __future__ import annotations
 
+import os
+
 from .features import _BASELINE, _GCC_OPTION, BUILTIN_NAMES, Architecture
 from .toolchain import Toolchain
 
@@ -15,6 +17,17 @@ class X86Toolchain(Toolchain):
 
     def __init__(self):
         super().__init__("x86_64")
+
+    @property
+    def cc(self) -> str:
+        if self.native:
+            return super().cc
+        # on another machine (e.g. an AArch64 host): the cross compiler
+        return os.environ.get("ACCPY_X86_64_CC", "x86_64-linux-gnu-gcc")
+
+    @property
+    def ar(self) -> str:
+        return "ar" if self.native else "x86_64-linux-gnu-ar"
 
     def required_features(self, target) -> list:
         return [f for f in target.extensions if f not in _BASELINE and f in _GCC_OPTION]
