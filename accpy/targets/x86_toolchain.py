@@ -20,6 +20,7 @@ class X86Toolchain(Toolchain):
 
     @property
     def cc(self) -> str:
+        """The C compiler command: the native one on a machine of this architecture, else the cross compiler."""
         if self.native:
             return super().cc
         # on another machine (e.g. an AArch64 host): the cross compiler
@@ -27,6 +28,7 @@ class X86Toolchain(Toolchain):
 
     @property
     def ar(self) -> str:
+        """The archiver (the cross binutils' on a machine of another architecture)."""
         return "ar" if self.native else "x86_64-linux-gnu-ar"
 
     def required_features(self, target) -> list:

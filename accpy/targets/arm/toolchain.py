@@ -34,12 +34,14 @@ class AArch64Toolchain(Toolchain):
 
     @property
     def cc(self) -> str:
+        """The C compiler command: the native one on a machine of this architecture, else the cross compiler."""
         if self.native:
             return os.environ.get("ACCPY_CC", "gcc")
         return os.environ.get("ACCPY_AARCH64_CC", CROSS_PREFIX + "gcc")
 
     @property
     def ar(self) -> str:
+        """The archiver (the cross binutils' on a machine of another architecture)."""
         if self.native:
             return "ar"
         cc = self.cc
