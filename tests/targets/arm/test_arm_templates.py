@@ -153,3 +153,35 @@ def test_every_arm_template_computes_the_ir_semantics(tmp_path):
         else:
             want = x86t.expected(isa, op, a, b, c, ints, n, sentinel)
         _compare(isa, op, got, want, a)
+
+
+def test_masked_loads_and_stores_touch_no_memory_past_their_lanes(tmp_path):
+    """A tail's masked load and store of k < lanes elements ending at a page followed by an
+    inaccessible one: no fault (nothing past the k elements is read or written), the values right."""
+    body = []
+    for name, isa in _shapes():
+        T, n = C_TYPES[isa.dtype], isa.lanes
+        for k in range(1, n):
+            p = f"(({T}*)(edge - {k} * sizeof({T})))"
+            m = isa.template("mask").format(n=k)
+            v = isa.template("mload").format(p=p, m=m)
+            body.append(f"    for (int l = 0; l < {k}; ++l) {p}[l] = ({T})(l + 1);")
+            # (the empty asm keeps every lane of the loaded register alive: no load is narrowed away)
+            body.append(f"    {{ {isa.ctype} v = {v}; __asm__ volatile(\"\" : \"+w\"(v)); "
+                        + isa.template("mstore").format(p=p, m=m, a="v") + "; }")
+            body.append(f"    for (int l = 0; l < {k}; ++l) if ({p}[l] != ({T})(l + 1)) return 10;")
+    src = tmp_path / "edge.c"
+    src.write_text("\n".join([
+        '#include "accpy_runtime.h"', PRELUDE, sve_prelude(SVE_BYTES), "#include <sys/mman.h>",
+        "int main(void) {",
+        "    char* page = mmap(NULL, 2 * 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);",
+        "    if (page == MAP_FAILED || mprotect(page + 65536, 65536, PROT_NONE) != 0) return 2;",
+        "    char* edge = page + 65536;", *body, "    return 0;", "}", ""]))
+    exe = tmp_path / "edge"
+    cmd = [AARCH64_TOOLCHAIN.cc, "-O2", "-march=armv8.2-a+fp16+dotprod+sve", f"-msve-vector-bits={SVE_BYTES * 8}",
+           *SVE_WORKAROUND, "-static", "-I", str(native_dir()), str(src), "-o", str(exe), "-lm"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr[:4000]}"
+    r = subprocess.run(AARCH64_TOOLCHAIN.run_command(str(exe), [f"-msve-vector-bits={SVE_BYTES * 8}"]),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr)
