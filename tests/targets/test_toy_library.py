@@ -1,8 +1,9 @@
 """The target interface's own test: a toy fifth library, defined here, that builds and runs without
-any change to lower/, codegen/, plan/ or package/. It applies to a target of its own ("Toy4": a
-generic x86-64 CPU without vector extensions, so its code runs here) and gives 4-lane vectors in
+any change to lower/, codegen/, plan/ or package/. It applies to a target of its own ("Toy4",
+whose code its toolchain compiles for this machine, so it runs here) and gives 4-lane vectors in
 GNU C's vector types, its own C prelude, and a signed x signed dot product of groups of 8 bytes
-(8 int8 per int32 lane), which makes a grouped cache of int8 hold groups of 8 (operand_group)."""
+(8 int8 per int32 lane), which makes a grouped cache of int8 hold groups of 8 (operand_group), and a
+toolchain of its own (a function attribute, a unit flag and a run-time guard)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +14,7 @@ from accpy.ir.types import ScalarType
 from accpy.nest.reference import evaluate
 from accpy.targets import library
 from accpy.targets.library import DotProduct, TargetLibrary, VectorISA, register_library
+from accpy.targets.toolchain import Toolchain
 
 S = ScalarType
 
@@ -77,8 +79,33 @@ BYTES = VectorISA("toy", S.int8, 32, "toy_i8x32", {
 DOT = DotProduct("toy_dot8", 8, S.int32, (S.int8, S.int8), True, (0, 8))
 
 
+class ToyToolchain(Toolchain):
+    """The host's compiler, with the toy's own function attribute, unit flag and run-time guard (it
+    refuses to run when the environment variable TOY_UNIT_OFF is set: the toy's "missing feature")."""
+
+    name = "toy toolchain"
+
+    def unit_flags(self, targets) -> list:
+        return ["-DTOY_UNIT=1"]
+
+    def function_attribute(self, target) -> str:
+        return "__attribute__((noinline)) "
+
+    def feature_guard(self, target, function: str, c_string) -> list:
+        fmt = c_string("%s: the toy unit is off on this machine")
+        return ["    if (getenv(\"TOY_UNIT_OFF\") != NULL || !TOY_UNIT) {",
+                f"        accpy_set_error({fmt}, {c_string(function)});",
+                "        return;", "    }"]
+
+
+TOY_TOOLCHAIN = ToyToolchain()
+
+
 class ToyLibrary(TargetLibrary):
     name = "toy vectors"
+
+    def toolchain(self, target):
+        return TOY_TOOLCHAIN if self.applies_to(target) else None
 
     def applies_to(self, target) -> bool:
         return target.name == "Toy4"
@@ -116,7 +143,8 @@ def toy():
     before = list(library._LIBRARIES)
     register_library(lib)
     try:
-        yield acc.Target(None, name="Toy4", vector_bytes=16)  # a generic x86-64 CPU: runs here
+        # (an architecture no other library claims; the toy's toolchain compiles it for this machine)
+        yield acc.Target(None, name="Toy4", architecture="RISCV64", vector_bytes=16)
     finally:
         library._LIBRARIES[:] = before
 
@@ -158,7 +186,7 @@ def _saxpy(target, N=23):
     return nest, plan, (X, Y, R)
 
 
-def test_a_toy_library_builds_and_runs(toy, tmp_path):
+def test_a_toy_library_builds_and_runs(toy, tmp_path, monkeypatch):
     kernels = {"mm": _int8_matmul(toy), "saxpy": _saxpy(toy)}
     c = kernels["mm"][1].emit_c("mm", kernels["mm"][2])
     assert "toy_dot8(" in c and "toy_bcast8(" in c  # A's group of 8 repeated, B's groups of 8 contiguous
@@ -177,3 +205,10 @@ def test_a_toy_library_builds_and_runs(toy, tmp_path):
         getattr(lib, name)(*values)
         for got, w in zip(values, want):
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5, err_msg=name)
+    # the toy's toolchain: its attribute and guard in the C, its flag in the build
+    assert toy.toolchain is TOY_TOOLCHAIN
+    text = (tmp_path / "toy.c").read_text()
+    assert "static __attribute__((noinline)) void mm_" in text and 'getenv("TOY_UNIT_OFF")' in text
+    monkeypatch.setenv("TOY_UNIT_OFF", "1")
+    with pytest.raises(acc.KernelError, match="saxpy: the toy unit is off on this machine"):
+        lib.saxpy(*values)
