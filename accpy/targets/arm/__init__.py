@@ -14,7 +14,7 @@ from ...ir.types import ScalarType
 from ..features import Architecture
 from ..library import TargetLibrary, VectorISA, register_library
 from .emulate import run_calls, run_under_emulation
-from .neon import DOT_FEATURES, DOT_PRODUCTS, PRELUDE, SHAPES, shape_for
+from .neon import DOT_FEATURES, DOT_PRODUCTS, OPERANDS, PRELUDE, SHAPES, shape_for
 from .sve import _TYPES as SVE_TYPES
 from .sve import prelude as sve_prelude
 from .sve import sve_shape, uses_sve
@@ -40,8 +40,10 @@ class NeonLibrary(TargetLibrary):
             isa = sve_shape(dtype, target.vector_bytes)
             if isa is not None and isa.lanes == lanes:
                 return isa
-        isa = SHAPES.get(dtype)
-        return isa if isa is not None and isa.lanes == lanes else None
+        for isa in (SHAPES.get(dtype), OPERANDS.get(dtype)):
+            if isa is not None and isa.lanes == lanes:
+                return isa
+        return None
 
     def lane_shape(self, target, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
         isa = self.vector_shape(target, dtype)
@@ -51,7 +53,8 @@ class NeonLibrary(TargetLibrary):
 
     def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
         if op in DOT_FEATURES:
-            return dtype is ScalarType.int32 and all(target.has(f) for f in DOT_FEATURES[op])
+            return (dtype is next(p.acc for p in DOT_PRODUCTS if p.op == op)
+                    and all(target.has(f) for f in DOT_FEATURES[op]))
         isa = self.vector_shape(target, dtype)
         return isa is not None and isa.template(op) is not None
 

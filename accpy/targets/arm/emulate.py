@@ -15,6 +15,7 @@ from .toolchain import AARCH64_TOOLCHAIN
 # the .hat's element types -> (numpy type, C type)
 _TYPES = {"float": (np.float32, "float"), "double": (np.float64, "double"), "bool": (np.bool_, "bool"),
           "float16_t": (np.float16, "_Float16"),
+          "bfloat16_t": (np.uint16, "uint16_t"),  # (bfloat16 travels as its 16-bit patterns, as in accpy)
           **{f"{k}int{b}_t": (np.dtype(f"{k}int{b}").type, f"{k}int{b}_t") for k in ("", "u") for b in (8, 16, 32, 64)}}
 
 

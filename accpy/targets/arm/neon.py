@@ -35,7 +35,8 @@ def _helpers(dtype) -> str:
     sfx, ct, vt, n, msfx, mct = _TYPES[dtype]
     guard = dtype is F16
     text = (f"ACCPY_NEON_LANES({ct}, {vt}, {n}, {sfx}, {msfx}, {mct}, {mct[:-2]}x{n}_t)\n"
-            f"ACCPY_NEON_HREDUCE(accpy_neon_hmul_{sfx}, {vt}, {ct}, {n}, {sfx}, ACCPY_NEON_MUL)\n")
+            f"ACCPY_NEON_HREDUCE(accpy_neon_hmul_{sfx}, {vt}, {ct}, {n}, {sfx}, "
+            f"{'ACCPY_NEON_MUL' if dtype.is_float else 'ACCPY_NEON_IMUL'})\n")
     if dtype.is_float:
         text += (f"ACCPY_NEON_HREDUCE(accpy_neon_hmin_{sfx}, {vt}, {ct}, {n}, {sfx}, ACCPY_NEON_MIN)\n"
                  f"ACCPY_NEON_HREDUCE(accpy_neon_hmax_{sfx}, {vt}, {ct}, {n}, {sfx}, ACCPY_NEON_MAX)\n")
@@ -46,7 +47,9 @@ def _helpers(dtype) -> str:
 
 
 # C every package with Neon code holds before its kernels: <arm_neon.h> and the lane-by-lane helpers
-PRELUDE = r"""#include <arm_neon.h>
+PRELUDE = r"""#ifndef ACCPY_NEON_PRELUDE
+#define ACCPY_NEON_PRELUDE
+#include <arm_neon.h>
 #define ACCPY_NEON static inline __attribute__((always_inline, unused))
 #define ACCPY_NEON_MASK(MSFX, MCT, MT, N)                                                             \
     ACCPY_NEON MT accpy_neon_mask_##MSFX(int64_t n) {                                              \
@@ -94,19 +97,19 @@ ACCPY_NEON_MASK(u8, uint8_t, uint8x16_t, 16)
 #define ACCPY_NEON_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ACCPY_NEON_MAX(a, b) ((a) > (b) ? (a) : (b))
 /* a dot product's operand of which each group of g holds only its first k elements (of the first n) */
-#define ACCPY_NEON_GROUPS(T, VT, SFX)                                                               \
+#define ACCPY_NEON_GROUPS(T, VT, N, SFX)                                                            \
     ACCPY_NEON VT accpy_neon_mload_groups_##SFX(const void* q, int g, int k, int64_t n) {         \
-        const T* p = (const T*)q; T t[16] = {0};                                                  \
-        for (int l = 0; l < 16; ++l) if (l % g < k && (n < 0 || l < n)) t[l] = p[l];              \
+        const T* p = (const T*)q; T t[N] = {0};                                                   \
+        for (int l = 0; l < N; ++l) if (l % g < k && (n < 0 || l < n)) t[l] = p[l];               \
         return vld1q_##SFX(t);                                                                    \
     }
-ACCPY_NEON_GROUPS(int8_t, int8x16_t, s8)
-ACCPY_NEON_GROUPS(uint8_t, uint8x16_t, u8)
+ACCPY_NEON_GROUPS(int8_t, int8x16_t, 16, s8)
+ACCPY_NEON_GROUPS(uint8_t, uint8x16_t, 16, u8)
+ACCPY_NEON_GROUPS(uint16_t, uint16x8_t, 8, u16)
 /* integer products wrap (two's complement): lanes multiplied as unsigned */
 #define ACCPY_NEON_IMUL(a, b) ((uint32_t)(a) * (uint32_t)(b))
-""" + "".join(_helpers(t) for t in _TYPES).replace(
-    "ACCPY_NEON_HREDUCE(accpy_neon_hmul_s", "ACCPY_NEON_HREDUCE(accpy_neon_hmul_s").replace(
-    "int32_t, 4, s32, ACCPY_NEON_MUL)", "int32_t, 4, s32, ACCPY_NEON_IMUL)")
+""" + "".join(_helpers(t) for t in _TYPES) + "#endif\n"
+
 
 _CMP = {"lt": "vcltq", "le": "vcleq", "gt": "vcgtq", "ge": "vcgeq", "eq": "vceqq"}
 
@@ -199,6 +202,19 @@ def _shape(dtype: ScalarType) -> VectorISA:
 
 
 SHAPES = {t: _shape(t) for t in _TYPES}
+SHAPES[F32].extra["bfdot2"] = "vbfdotq_f32({c}, {a}, {b})"  # BFDOT (FEAT_BF16): bfloat16 pairs into float32
+
+# bfloat16 lanes only as BFDOT's operands (accpy keeps bfloat16 as its 16-bit patterns): loads, a
+# pair of 32 bits repeated in every slot, partial pairs
+_BF16 = "vreinterpretq_bf16_u16({x})"
+OPERANDS = {ScalarType.bfloat16: VectorISA("neon", ScalarType.bfloat16, 8, "bfloat16x8_t", {
+    "mask": "accpy_neon_mask_u16({n})",
+    "load": _BF16.format(x="vld1q_u16((const uint16_t*)({p}))"),
+    "mload": _BF16.format(x="accpy_neon_mload_u16({p}, {m})"),
+    "bcast": "vreinterpretq_bf16_s32(vdupq_n_s32(accpy_load_i32((const void*)({p}))))",
+    "bcast_part": "vreinterpretq_bf16_s32(vdupq_n_s32(accpy_load_i32_part((const void*)({p}), {n})))",
+    "mload_groups": _BF16.format(x="accpy_neon_mload_groups_u16({p}, {g}, {k}, {n})"),
+}, ("asimd", "bf16"))}
 
 
 def shape_for(target, dtype: ScalarType):
@@ -217,6 +233,7 @@ DOT_PRODUCTS = (
     DotProduct("sdot4", 4, I32, (I8, I8), True, (0, 4)),
     DotProduct("udot4", 4, I32, (U8, U8), True, (0, 4)),
     DotProduct("usdot4", 4, I32, (U8, I8), True, (0, 4)),  # Armv8.6-A's i8mm (USDOT)
+    DotProduct("bfdot2", 2, F32, (ScalarType.bfloat16, ScalarType.bfloat16), True, (0, 2)),  # BFDOT (bf16)
 )
 # the features each dot product needs
-DOT_FEATURES = {"sdot4": ("asimddp",), "udot4": ("asimddp",), "usdot4": ("i8mm",)}
+DOT_FEATURES = {"sdot4": ("asimddp",), "udot4": ("asimddp",), "usdot4": ("i8mm",), "bfdot2": ("bf16",)}

@@ -23,7 +23,7 @@ _CMP = {"lt": "svcmplt", "le": "svcmple", "gt": "svcmpgt", "ge": "svcmpge", "eq"
 
 def prelude(vector_bytes: int) -> str:
     """<arm_sve.h> and the reductions that combine lanes in order, for `vector_bytes`-byte vectors."""
-    out = ["#include <arm_sve.h>",
+    out = ["#ifndef ACCPY_SVE_PRELUDE", "#define ACCPY_SVE_PRELUDE", "#include <arm_sve.h>",
            "#define ACCPY_SVE static inline __attribute__((always_inline, unused))"]
     for t in (F64, F32, I32):
         sfx, ct, vt, b, _ = _TYPES[t]
@@ -35,7 +35,7 @@ def prelude(vector_bytes: int) -> str:
                 comb = "(int32_t)((uint32_t)r * (uint32_t)x)"
             out.append(f"ACCPY_SVE {ct} accpy_sve_{op}_{sfx}({vt} v) {{ {ct} t[{n}]; svst1_{sfx}(svptrue_{b}(), t, v); "
                        f"{ct} r = t[0]; for (int l = 1; l < {n}; ++l) {{ {ct} x = t[l]; r = {comb}; }} return r; }}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + ["#endif"]) + "\n"
 
 
 def _shape(dtype: ScalarType, vector_bytes: int) -> VectorISA:
@@ -91,6 +91,7 @@ def _shape(dtype: ScalarType, vector_bytes: int) -> VectorISA:
         extra["round"] = f"svrintn_{sfx}_x({pg}, {{a}})"  # half to even
         if dtype is F32:
             ops["from_int32"] = f"svcvt_f32_s32_x({pg}, {{a}})"
+            extra["bfdot2"] = "svbfdot_f32({c}, {a}, {b})"  # BFDOT: bfloat16 pairs into float32
     else:
         ops.update({
             "min": f"svmin_{sfx}_x({pg}, {{a}}, {{b}})",
@@ -110,16 +111,32 @@ def _shape(dtype: ScalarType, vector_bytes: int) -> VectorISA:
     return VectorISA("sve", dtype, lanes, vt, ops, ("sve",), extra)
 
 
+def _bf16_operands(vector_bytes: int) -> VectorISA:
+    """bfloat16 lanes as BFDOT's operands (kept as 16-bit patterns): loads, a repeated pair, partial pairs."""
+    pg = "svptrue_b16()"
+    bf = "svreinterpret_bf16_u16({x})"
+    return VectorISA("sve", ScalarType.bfloat16, vector_bytes // 2, "svbfloat16_t", {
+        "mask": "svwhilelt_b16((int64_t)0, (int64_t)({n}))",
+        "load": bf.format(x=f"svld1_u16({pg}, (const uint16_t*)({{p}}))"),
+        "mload": bf.format(x="svld1_u16({m}, (const uint16_t*)({p}))"),
+        "bcast": "svreinterpret_bf16_s32(svdup_n_s32(accpy_load_i32((const void*)({p}))))",
+        "bcast_part": "svreinterpret_bf16_s32(svdup_n_s32(accpy_load_i32_part((const void*)({p}), {n})))",
+        "mload_groups": bf.format(x=(f"svld1_u16(svand_b_z({pg}, svcmplt_n_u16({pg}, svand_n_u16_x({pg}, "
+                                     f"svindex_u16(0, 1), (uint16_t)({{g}} - 1)), (uint16_t)({{k}})), ({{n}}) < 0 ? "
+                                     f"{pg} : svwhilelt_b16((int64_t)0, (int64_t)({{n}}))), (const uint16_t*)({{p}}))")),
+    }, ("sve", "bf16"))
+
+
 _SHAPES: dict = {}
 
 
 def sve_shape(dtype: ScalarType, vector_bytes: int):
     """The SVE shape of `dtype` at `vector_bytes`-byte vectors, or None (a type SVE shapes lack here)."""
-    if dtype not in _TYPES:
+    if dtype not in _TYPES and dtype is not ScalarType.bfloat16:
         return None
     key = (dtype, vector_bytes)
     if key not in _SHAPES:
-        _SHAPES[key] = _shape(dtype, vector_bytes)
+        _SHAPES[key] = _bf16_operands(vector_bytes) if dtype is ScalarType.bfloat16 else _shape(dtype, vector_bytes)
     return _SHAPES[key]
 
 

@@ -1,7 +1,8 @@
 """The samples' plans, unchanged, for AArch64: optimized_matmul's sgemm (B packed in panels, C's
-micro-tile in registers, prefetches, two OpenMP threads) on Armv8.2-A and int8_matmul's
-uint8 x int8 kernel (B grouped by 4 k) on Armv9-A, where USDOT (i8mm) computes it; cross-compiled,
-run under qemu (one run) and compared with numpy."""
+micro-tile in registers, prefetches, two OpenMP threads) on Armv8.2-A, int8_matmul's uint8 x int8
+kernel (B grouped by 4 k) on Armv9-A, where USDOT (i8mm) computes it, and its bfloat16 kernel on
+BFDOT (Neon on Armv9-A, SVE on Neoverse V1); cross-compiled, run under qemu (one run) and compared
+with numpy."""
 from __future__ import annotations
 
 import sys
@@ -24,10 +25,20 @@ pytestmark = pytest.mark.skipif(_why is not None, reason=f"AArch64 tools missing
 def _values(args, rng):
     out = []
     for a in args:
+        if a.element_type is acc.ScalarType.bfloat16:  # (its 16-bit patterns: float32's upper halves)
+            out.append((rng.standard_normal(a.shape).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16))
+            continue
         dt = np.dtype(a.element_type.name)
         out.append(rng.standard_normal(a.shape).astype(dt) if dt.kind == "f" else
                    rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, a.shape, dtype=dt, endpoint=True))
     return out
+
+
+def _float(x):
+    """An array's values as float64 (bfloat16 patterns widened)."""
+    if x.dtype == np.uint16:
+        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return x.astype(np.float64)
 
 
 @pytest.mark.slow
@@ -36,16 +47,20 @@ def test_sample_plans_for_aarch64_under_qemu(tmp_path):
     pkg = acc.Package()
     plans = {"sgemm": optimized_matmul.matmul_plan(67, 45, 33, threads=1, target=v82),
              "sgemm2": optimized_matmul.matmul_plan(64, 48, 40, threads=2, target=v82),
-             "u8s8": int8_matmul.vector_matmul_plan(30, 50, 70, target=v9)}
+             "u8s8": int8_matmul.vector_matmul_plan(30, 50, 70, target=v9),
+             # bfloat16 pairs into float32: BFDOT on Neon (Armv9-A) and on 256-bit SVE (Neoverse V1)
+             "bf16": int8_matmul.vector_matmul_plan(20, 37, 45, dtype="bf16", target=v9),
+             "bf16_sve": int8_matmul.vector_matmul_plan(20, 37, 45, dtype="bf16", target=acc.Target("Neoverse V1"))}
     for name, (plan, args) in plans.items():
         pkg.add(plan, args=args, base_name=name)
     pkg.build("samples", output_dir=tmp_path, progress=False)
     c = (tmp_path / "samples.c").read_text()
     assert "vfmaq_f32(" in c and "vusdotq_s32(" in c and "#pragma omp parallel" in c
+    assert "vbfdotq_f32(" in c and "svbfdot_f32(" in c
     rng = np.random.default_rng(5)
     calls = [(name, _values(args, rng)) for name, (_, args) in plans.items()]
     for (name, (a, b, c0)), got in zip(calls, run_calls(tmp_path, calls)):
         if c0.dtype.kind == "f":
-            np.testing.assert_allclose(got[2], c0 + a @ b, rtol=1e-4, atol=1e-4, err_msg=name)
+            np.testing.assert_allclose(got[2], c0 + _float(a) @ _float(b), rtol=1e-4, atol=1e-4, err_msg=name)
         else:
             np.testing.assert_array_equal(got[2], c0 + a.astype(np.int32) @ b.astype(np.int32), err_msg=name)
