@@ -1,6 +1,7 @@
-"""Random schedules and plans (accpy.testing's strategies) for AArch64, cross-compiled and run under
-qemu against the reference evaluator: each example draws a plan of three nests (a float32 matmul,
-an int8 matmul into int32, an int16 elementwise nest with a reduction) and runs the package once."""
+"""Random schedules and plans (accpy.testing's strategies) for AArch64 (Neon, or SVE at 256 bits),
+cross-compiled and run under qemu against the reference evaluator: each example draws a plan of
+three nests (a float32 matmul, an int8 matmul into int32, an int16 elementwise nest with a
+reduction) for one target and runs the package once."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ S = acc.ScalarType
 _why = AARCH64_TOOLCHAIN.missing() or AARCH64_TOOLCHAIN.cannot_run()
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(_why is not None, reason=f"AArch64 tools missing: {_why}")]
-TARGET = acc.Target("ARMv8.2-A")
+TARGETS = (acc.Target("ARMv8.2-A"), acc.Target("Neoverse V1"))  # Neon; SVE at 256 bits
 
 
 def _matmul(ta, tc, M=7, N=9, K=10):
@@ -65,12 +66,13 @@ def _values(args, rng):
 
 @st.composite
 def _plans(draw):
-    return {name: draw(at.plans(at.schedules(nest, max_transforms=3), target=TARGET))
+    target = draw(st.sampled_from(TARGETS))
+    return {name: draw(at.plans(at.schedules(nest, max_transforms=3), target=target))
             for name, (nest, _) in NESTS.items()}
 
 
 @given(plans=_plans(), seed=st.integers(0, 2 ** 16))
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
 def test_random_plans_for_aarch64_match_the_reference_under_qemu(tmp_path_factory, plans, seed):
     out = tmp_path_factory.mktemp("arm_plans")
     pkg = acc.Package()
