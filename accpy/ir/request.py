@@ -66,7 +66,7 @@ class PrefetchRequest:
 class LoweringRequest:
     """Everything lowering reads. `space`: the schedule's IterationSpace; `kinds`: loop var ->
     LoopKind; `unroll_below`: loop var -> threshold (a split's tail loops run unrolled when
-    shorter); `tensorize`: ((i, j, k) loop vars, description) per request; `parallel`:
+    shorter); `tensorize`: ((i, j, k) loop vars, description, tensor unit) per request; `parallel`:
     (policy, threads) or None; `args`: the function's IR arguments (None: in first-use order);
     `prefetch`: software prefetches (PrefetchRequest)."""
 

@@ -10,8 +10,9 @@ as one ordered list of named passes (`PASSES`), applied in a loop:
 
 Each pass is one module whose docstring says what it guarantees; a pass that has nothing to do
 for a request is skipped. The target-memory, tensorize and config passes are generic: they
-reach the hardware through the target libraries (accpy/targets/library.py), which may also add
-passes of their own after a named pass (e.g. Gemmini's call bracket after "configs").
+reach the hardware through the target libraries' tensor units (accpy/targets/tensor_unit.py);
+a library may also add passes of its own after a named pass, run for functions that use its unit
+(e.g. Gemmini's weight reuse after "tensorize", its call bracket after "configs").
 
 ACCPY_DEBUG_LOWER=1 prints the IR after every pass; ACCPY_TIME_LOWER=1 prints each pass's time
 (to stderr, one line per pass and function).
@@ -30,7 +31,8 @@ from ..ir.request import LoweringRequest
 from ..ir.stmt import Alloc, For, Function, Stmt
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, buffers_of, free_vars, nodes_of
-from ..targets.library import tensor_library
+from ..targets.library import libraries_for
+from ..targets.tensor_unit import tensor_units
 from .cache import cache_loop_vars, insert_caches
 from .config import hoist_configs
 from .hoist import hoist_invariant_fills
@@ -55,18 +57,29 @@ class LoweringState:
     cache_bufs: list = field(default_factory=list)  # host caches (allocated by place buffers)
     fills: dict = field(default_factory=dict)  # cache buffer -> (loop var where filled, inside its body)
     owners: dict = field(default_factory=dict)  # cache buffer -> its CacheRequest
-    layouts: dict = field(default_factory=dict)  # target-memory buffer -> its library's layout
+    layouts: dict = field(default_factory=dict)  # target-memory buffer -> its unit's layout
+    placed_by: dict = field(default_factory=dict)  # target-memory buffer -> (library, unit) placing it
     accelerated_now: bool = False  # the target-library passes run (decided before the first)
+    _units: Optional[tuple] = None
 
     @property
-    def library(self):
-        """The target library with tensor instructions / memories for this request, or None."""
-        return tensor_library(self.request.target)
+    def units(self) -> tuple:
+        """((library, tensor unit), ...) of the request's target."""
+        if self._units is None:
+            self._units = tensor_units(self.request.target)
+        return self._units
 
     def accelerated(self) -> bool:
         """Whether the target-library passes have work: tensorize requests or target-memory caches."""
-        return self.library is not None and (bool(self.request.tensorize)
-                                             or any(is_target_buffer(b) for b in self.cache_bufs))
+        return bool(self.units) and (bool(self.request.tensorize) or any(is_target_buffer(b) for b in self.cache_bufs))
+
+    def used_libraries(self) -> set:
+        """The libraries whose units this function uses: they placed a cache or match a request."""
+        if not self.accelerated_now:
+            return set()
+        by_unit = {id(u): lib for lib, u in self.units}
+        return {lib for lib, _ in self.placed_by.values()} | {by_unit[id(r[2])] for r in self.request.tensorize
+                                                               if id(r[2]) in by_unit}
 
 
 @dataclass(frozen=True)
@@ -108,10 +121,15 @@ def _target_memories(st):
                 if level is not None else f"cache of {c.array_name}")
 
     locality = {b: c.locality for b, c in st.owners.items() if c.locality is not None}
-    stmt, st.layouts = lower_target_memories(st.stmt, st.library, st.cache_bufs, describe, st.request.tensorize,
-                                             locality)
+    stmt, st.layouts, st.placed_by = lower_target_memories(st.stmt, st.units, st.cache_bufs, describe,
+                                                           st.request.tensorize, locality)
     st.cache_bufs = [b for b in st.cache_bufs if not is_target_buffer(b)]
     return stmt
+
+
+def _tensorize(st):
+    placed_by = {b: lib for b, (lib, _) in st.placed_by.items()}
+    return tensorize(st.stmt, st.request.tensorize, st.layouts, placed_by, {u: lib for lib, u in st.units})
 
 
 def _check_target_access(st):
@@ -164,8 +182,7 @@ PASSES = (
     Pass("caches", _caches, lambda st: bool(st.request.caches)),
     Pass("simplify", lambda st: simplify(st.stmt, keep_innermost=_vector_vars(st))),
     Pass("target memories", _target_memories, lambda st: st.accelerated()),
-    Pass("tensorize", lambda st: tensorize(st.stmt, st.library, st.request.tensorize, st.layouts),
-         lambda st: st.accelerated_now),
+    Pass("tensorize", lambda st: _tensorize(st), lambda st: st.accelerated_now),
     Pass("simplify (after tensorize)", lambda st: simplify(st.stmt, keep_innermost=_vector_vars(st)),
          lambda st: st.accelerated_now),
     Pass("configs", lambda st: hoist_configs(st.stmt), lambda st: st.accelerated_now),
@@ -188,12 +205,16 @@ PASSES = (
 
 
 def _passes(request: LoweringRequest) -> list:
-    """PASSES with the target libraries' own passes inserted after the pass each names."""
+    """PASSES with the target libraries' own passes inserted after the pass each names (in library
+    order, a library's in its order), each run when the function uses its library."""
     out = list(PASSES)
-    lib = tensor_library(request.target)
-    for lp in (lib.lowering_passes() if lib is not None else ()):
-        at = next(k for k, p in enumerate(out) if p.name == lp.after)
-        out.insert(at + 1, Pass(lp.name, lambda st, f=lp.run: f(st.stmt, st.request), lambda st: st.accelerated_now))
+    after: dict = {}  # generic pass name -> library passes inserted after it so far
+    for lib in libraries_for(request.target):
+        for lp in lib.lowering_passes():
+            at = next(k for k, p in enumerate(out) if p.name == lp.after) + after.get(lp.after, 0)
+            out.insert(at + 1, Pass(lp.name, lambda st, f=lp.run: f(st.stmt, st.request),
+                                    lambda st, lib=lib: lib in st.used_libraries()))
+            after[lp.after] = after.get(lp.after, 0) + 1
     return out
 
 

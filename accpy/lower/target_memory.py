@@ -1,6 +1,7 @@
 """Target memories: caches placed in an accelerator's memories get row addresses, and their
 copy-in / write-back loops become the target's transfer instructions (e.g. Gemmini's mvin /
-mvout), through the target library's `place`, `copy_in` and `copy_out` hooks.
+mvout), through the `place`, `copy_in` and `copy_out` of the tensor unit whose `memories` hold
+the cache's memory (accpy/targets/tensor_unit.py; the first of the target's units that has it).
 
 Guarantees afterwards: every target-memory buffer has a layout (base address, shape) that fits
 its memory (else ValueError saying how big the block is and what fits), and no copy loop into
@@ -20,20 +21,36 @@ def is_target_buffer(buf) -> bool:
     return buf is not None and buf.memory not in (HostMemory.GLOBAL, HostMemory.LOCAL, HostMemory.HEAP) and memory(buf.memory) is not None
 
 
-def lower_target_memories(stmt, library, buffers, describe, requests=(), locality=None):
-    """Returns (stmt, layouts): layouts of the target buffers, copies lowered to transfers.
-    `locality`: {target buffer: its cache's `locality` hint}, given to the library's loads."""
+def lower_target_memories(stmt, units, buffers, describe, requests=(), locality=None):
+    """Returns (stmt, layouts, owners): layouts of the target buffers, copies lowered to transfers,
+    {buffer: (library, unit) that placed it}. `units`: the target's ((library, tensor unit), ...);
+    `locality`: {target buffer: its cache's `locality` hint}, given to the unit's loads."""
     targets = [b for b in buffers if is_target_buffer(b)]
-    layouts = library.place(targets, describe, roles=tensorize_roles(stmt, targets, requests))
+    owners = {}
+    for b in targets:
+        owner = next(((lib, u) for lib, u in units if any(m.name == b.memory for m in u.memories)), None)
+        if owner is None:
+            mem = memory(b.memory)
+            where = f"{mem.owner}'s {mem.name}" if mem.owner else mem.name
+            raise ValueError(f"{describe(b)} in {where}: none of the target's libraries places caches in that "
+                             f"memory (the libraries with memories: "
+                             f"{', '.join(lib.name for lib, u in units if u.memories) or 'none'})")
+        owners[b] = owner
+    roles = tensorize_roles(stmt, targets, requests)
+    layouts: dict = {}
+    for lib, unit in units:
+        mine = [b for b in targets if owners[b][1] is unit]
+        if mine:
+            layouts.update(unit.place(mine, describe, roles=roles))
     if not layouts:
-        return stmt, layouts
-    return _Copies(library, layouts, describe, locality or {}).visit(stmt), layouts
+        return stmt, layouts, owners
+    return _Copies(owners, layouts, describe, locality or {}).visit(stmt), layouts, owners
 
 
 def tensorize_roles(stmt, buffers, requests) -> dict:
     """{buffer: per dimension, the position (0, 1, 2: i, j, k) of the tensorized index its
     subscripts follow, or None}, from the accesses of each buffer in `stmt` (first one wins)."""
-    roles = [v for vars_, _ in requests for v in vars_]
+    roles = [v for vars_, *_ in requests for v in vars_]
     out: dict = {}
     for a in accesses(stmt):
         if a.buffer not in buffers or a.buffer in out:
@@ -57,8 +74,8 @@ def _perfect_nest(f: For):
 
 
 class _Copies(Mutator):
-    def __init__(self, library, layouts, describe, locality):
-        self.library, self.layouts, self.describe, self.locality = library, layouts, describe, locality
+    def __init__(self, owners, layouts, describe, locality):
+        self.owners, self.layouts, self.describe, self.locality = owners, layouts, describe, locality
 
     def visit_For(self, f: For):
         loops, s = _perfect_nest(f)
@@ -85,13 +102,13 @@ class _Copies(Mutator):
                 return None
             what = self.describe(s.buffer)
             exts = [ext.get(c, Const(1)) for c in coords]
+            unit = self.owners[s.buffer][1]
             if isinstance(s.value, Const) and s.value.value == 0:
-                return self.library.copy_in(lay, None, [Const(0)] * len(coords), exts, what)
+                return unit.copy_in(lay, None, [Const(0)] * len(coords), exts, what)
             if isinstance(s.value, Load) and s.value.buffer not in self.layouts:
                 origin = _origin(s.value.indices, coords)
                 if origin is not None:
-                    return self.library.copy_in(lay, s.value.buffer, origin, exts, what,
-                                                locality=self.locality.get(s.buffer))
+                    return unit.copy_in(lay, s.value.buffer, origin, exts, what, locality=self.locality.get(s.buffer))
             if not isinstance(s.value, Load):
                 mem = memory(s.buffer.memory)
                 raise ValueError(f"{what}: the copy into {mem.owner or 'the target'}'s {mem.name} converts "
@@ -105,8 +122,8 @@ class _Copies(Mutator):
             origin = _origin(s.indices, coords)
             if origin is not None:
                 exts = [ext.get(c, Const(1)) for c in coords]
-                return self.library.copy_out(self.layouts[v.buffer], s.buffer, origin, exts,
-                                             self.describe(v.buffer))
+                return self.owners[v.buffer][1].copy_out(self.layouts[v.buffer], s.buffer, origin, exts,
+                                                         self.describe(v.buffer))
         return None
 
 

@@ -13,7 +13,8 @@ from ..nest.recording import Recording
 from ..schedule.space import unknown_index
 from ..schedule.visualize import points, visualize
 from ..targets import Target
-from ..targets.library import has_vectors, libraries, tensor_library
+from ..targets.library import has_vectors, libraries
+from ..targets.tensor_unit import resolve_tensorize
 from .auto import AutoPlanning
 from .cache import Cache
 from .describe import _describe_cache, describe_plan
@@ -435,12 +436,13 @@ class Plan(RuntimePacking, AutoPlanning):
 
     # -- tensorize ---------------------------------------------------------------------------------
     def _tensorize(self, indices, intrinsic=None) -> None:
-        library = tensor_library(self._target)
-        if library is None:
-            with_tensor = [lib.name for lib in libraries() if lib.tensor_intrinsic(None) is not None]
+        resolved = resolve_tensorize(self._target, intrinsic)
+        if resolved is None:
+            with_tensor = [lib.name for lib in libraries() if (u := lib.tensor_unit(None)) is not None
+                           and u.tensor_intrinsic(None) is not None]
             raise ValueError(f"tensorize: target {self._target.name} has no tensor instructions accpy can use "
                              f"(the target libraries that have some: {', '.join(with_tensor)})")
-        intr = library.tensor_intrinsic(intrinsic)
+        _, unit, intr = resolved
         if not isinstance(indices, (tuple, list)) or len(indices) != len(intr.shape):
             raise ValueError(f"tensorize: indices must be {len(intr.shape)} indices (i, j, k) of the schedule: "
                              f"output rows, output columns, reduction; got {indices!r}")
@@ -467,7 +469,7 @@ class Plan(RuntimePacking, AutoPlanning):
             if not any(a.coef(k_var) for a in part.index_map.values()):
                 continue  # no reduction loop here: e.g. a fused epilogue, matched when built
             for st in part.statements:
-                library.check_tensorize(st.store, f"tensorize: {st.describe()}")
+                unit.check_tensorize(st.store, f"tensorize: {st.describe()}")
         if any(any(a is b for a, b in zip(t[0], indices)) for t in self._tensorized):
             raise ValueError("tensorize: these loops are already tensorized")
         self._tensorized.append((tuple(indices), intr))
@@ -478,9 +480,10 @@ class Plan(RuntimePacking, AutoPlanning):
         return describe_plan(self)
 
     def tensorize_requests(self) -> list:
-        """[(loop vars (i, j, k), description)] of the tensorized sub-nests, for lowering."""
-        return [(tuple(self._dim_var(ix) for ix in ixs), f"tensorize({', '.join(ix.name for ix in ixs)})")
-                for ixs, _ in self._tensorized]
+        """[(loop vars (i, j, k), description, the tensor unit of its intrinsic)] of the tensorized
+        sub-nests, for lowering."""
+        return [(tuple(self._dim_var(ix) for ix in ixs), f"tensorize({', '.join(ix.name for ix in ixs)})",
+                 resolve_tensorize(self._target, intr)[1]) for ixs, intr in self._tensorized]
 
     def _uses(self, array) -> bool:
         for part in self._schedule.space.parts:

@@ -5,10 +5,11 @@ A target library describes one piece of hardware as data plus a few hooks, in si
 * memories and intrinsics (`memories`, `intrinsics`): a `Memory` says how big a target memory is
   and whether host code may touch it; an `Intrinsic` is a C template plus a reference body
   (numpy), and may write or read *configuration state* (hoisted by lower/config.py);
-* the vector ISA `vectorize` emits (`vector_shape`, `vector_shape_of`, `supports_vector_op`);
-* tensor instructions (`tensor_intrinsic`, `check_tensorize`, and the hooks the generic passes
-  lower/target_memory.py and lower/tensorize.py call: `place`, `copy_in`, `copy_out`,
-  `match_tile`, `match_prologue`, `match_epilogue`, `tile_calls`);
+* the vector ISA `vectorize` emits (`vector_isa`: a `VectorISA`, vector_isa.py: register shapes
+  with their templates, lanes, its dot products as data);
+* the tensor unit (`tensor_unit`: a `TensorUnit`, tensor_unit.py): its memories, placement and
+  copies, tensor instructions, operand layouts and tile matching, which the generic passes
+  lower/target_memory.py and lower/tensorize.py call;
 * lowering passes of its own (`lowering_passes`: e.g. the call bracket around a kernel),
   inserted after a named generic pass;
 * plan-time checks (`check_cache_location`);
@@ -20,10 +21,11 @@ A target library describes one piece of hardware as data plus a few hooks, in si
 The vector ISA's dot products are data (`dot_products`: `DotProduct` rows, neutral operation x
 element types -> the template of the instruction, in the library's own file).
 
-A library is registered once (`register_library`); `Target.libraries` lists those that apply to
-a target (`applies_to`). Every hook has a default meaning "this library does not do that", so a
-library implements only its groups. accpy's libraries: the x86 vector ISA (targets/x86.py) and
-Gemmini (targets/gemmini/). Adding a target: README "Adding a target".
+A library is registered once (`register_library`): the built-in ones by registry.py, in its order;
+`Target.libraries` lists those that apply to a target (`applies_to`), and a target resolves its
+vector ISA once (`Target.vector_isa`: the first of them that gives one). Every hook has a default
+meaning "this library does not do that", so a library implements only its groups. Adding a
+target: README "Adding a target".
 """
 from __future__ import annotations
 
@@ -32,59 +34,7 @@ from typing import Callable, Optional
 
 from ..ir.expr import as_int
 from ..ir.types import ScalarType
-
-
-@dataclass(frozen=True)
-class VectorISA:
-    """One vector register shape (`lanes` x `dtype`) and the C templates of its operations.
-
-    Templates use `{a}`, `{b}`, `{c}` (operands), `{p}` (address), `{m}` (lane mask), `{n}` (lane
-    count), `{s}` (stride in elements). A dot product's operand of which every group holds only
-    its first elements (the tail of a reduction that is no multiple of the group) is loaded with
-    `mload` and the mask `group_mask` gives, or, for a shape without such masks, with the template
-    `mload_groups` ({p}; {g} the group, {k} the elements read of each, {n} the active elements or
-    -1 for all of them)."""
-
-    name: str  # "avx512" | "avx2" | "neon" ...
-    dtype: ScalarType
-    lanes: int
-    ctype: str
-    ops: dict = field(hash=False, compare=False)
-    features: tuple = ()  # cpu features the templates need
-    extra: dict = field(default_factory=dict, hash=False, compare=False)  # gathers, scatters, products
-
-    def template(self, op: str) -> Optional[str]:
-        """The C template of `op`, or None when this shape has no instruction for it."""
-        t = self.ops.get(op)
-        return t if t is not None else self.extra.get(op)
-
-    @property
-    def mask_expr(self) -> str:
-        """C for the mask of the first {n} lanes (n in 0..lanes)."""
-        return self.ops["mask"]
-
-    def group_mask(self, lanes: int, group: int, part: int, count_mask: Optional[str]) -> Optional[str]:
-        """C of the `mload` mask of the first `part` elements of every `group` of `lanes` (and of the
-        active elements only, `count_mask` being their mask, when not None); None: this shape has
-        no such masks (`mload_groups` instead)."""
-        return None
-
-
-@dataclass(frozen=True)
-class DotProduct:
-    """A dot-product instruction of a vector ISA, as data: per lane of the `acc` shape, the sum of
-    `group` products of adjacent elements of the two operands (element types `factors`, in the
-    instruction's operand order), added into the accumulator by the instruction itself
-    (`accumulates`) or by a separate add. `op` names the template of the accumulator's shape
-    ({c} + dot({a}, {b}) when accumulating, else dot({a}, {b})); `moves`: how many elements an
-    operand may move per lane (`group`: a group per lane; 0: one group repeated in every lane)."""
-
-    op: str
-    group: int
-    acc: ScalarType
-    factors: tuple
-    accumulates: bool
-    moves: tuple
+from .vector_isa import DotProduct, VectorISA, VectorShape  # noqa: F401  (the vector interface's types)
 
 
 @dataclass(frozen=True)
@@ -180,34 +130,14 @@ class TargetLibrary:
         return False
 
     # -- vector ISA ----------------------------------------------------------------------------------
-    def vector_shape(self, target, dtype: ScalarType):
-        """The widest vector register shape (an object with `name`, `dtype`, `lanes`, `ctype`,
-        `template(op)`) `target` offers for `dtype`, or None."""
-        return None
-
-    def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None):
-        """The shape of `lanes` x `dtype` (operand-only shapes included) for codegen, or None;
-        `target` (when known) picks among shapes of that many lanes (e.g. 16 x int16 in a 256-bit
-        register, or widened to 32-bit lanes in a 512-bit one)."""
-        return None
-
-    def lane_shape(self, target, dtype: ScalarType, lanes: int):
-        """The shape holding `lanes` values of `dtype` on `target` in one vector loop with another
-        shape of that many lanes (its own, or a narrow type widened to wider lanes), or None."""
-        return None
-
-    def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
-        """Whether `target` has the vector operation `op` (e.g. "madd16") on `dtype` lanes."""
-        return False
-
-    def grouped_block(self, target, dtype: ScalarType):
-        """(rows, columns) that caches in the grouped layout (`Array.Layout.grouped()`) of `dtype` should be
-        allocated in whole blocks of, because this library's instructions read such blocks (e.g. a
-        tile of B), or None. The cache pads its rows with zeros up to whole blocks."""
+    def vector_isa(self, target) -> Optional[VectorISA]:
+        """The `VectorISA` (vector_isa.py) code for `target` uses from this library, or None (no vector
+        instructions). Asked once per target (`Target.vector_isa`)."""
         return None
 
     def dot_products(self, target=None) -> tuple:
-        """The dot-product instructions (`DotProduct`) `target` has in this library (None: all of them)."""
+        """The dot-product instructions (`DotProduct`) of this library's vector ISA: all of them (None),
+        or those `target` has."""
         return ()
 
     def operand_group(self, target, dtype: ScalarType) -> Optional[int]:
@@ -215,66 +145,28 @@ class TargetLibrary:
         from an operand of `dtype` kept in the grouped layout (`Array.Layout.grouped()`), or None
         (none reads such groups). By default the largest group of its dot products (all of them,
         whatever `target` has, so that one plan lays a cache out alike on every model of the ISA)
-        with a factor of `dtype`; a library whose tile instructions read other groups says so here."""
+        with a factor of `dtype`, and of its tensor unit's B operand (`TensorUnit.operand_layout`)."""
         sizes = [p.group * max(1, f.bits // 8) for p in self.dot_products(None) for f in p.factors if f is dtype]
+        unit = self.tensor_unit(target)
+        lay = unit.operand_layout("B", dtype) if unit is not None else None
+        if lay is not None:
+            sizes.append(lay.group_bytes)
         return max(sizes) if sizes else None
 
     def precompiled_header(self) -> Optional[str]:
         """C text worth precompiling for kernels with vector code (e.g. a large system header)."""
         return None
 
-    def vector_prelude(self, target) -> str:
-        """C a package with vector code for `target` needs before its kernels (headers, helpers), or ""."""
-        return ""
-
-    # -- tensor instructions -------------------------------------------------------------------------
-    def tensor_intrinsic(self, spec):
-        """`Plan.tensorize`'s `intrinsic` argument resolved (an object with `name` and `shape`),
-        or None when this library has no tensor instructions; ValueError for an unknown one."""
+    # -- tensor unit ---------------------------------------------------------------------------------
+    def tensor_unit(self, target):
+        """This library's `TensorUnit` (tensor_unit.py) on `target`: its memories, tensor instructions
+        and tile matching, or None (it has neither)."""
         return None
-
-    def check_tensorize(self, store, what: str) -> None:
-        """ValueError unless the statement `store` of a tensorized part can become tiles."""
-
-    # the hooks of the generic passes lower/target_memory.py and lower/tensorize.py
-    def place(self, buffers, describe, roles=None) -> dict:
-        """Addresses of the caches in this library's memories: {buffer: layout}. `roles`: {buffer:
-        per dimension, which tensorized index (0, 1, 2: i, j, k) its subscripts follow, or None}."""
-        raise NotImplementedError(f"{self.name} has no memories")
-
-    def copy_in(self, layout, source, origin, extents, what: str, locality=None):
-        """The transfers filling the block at `layout` from `source` (None: zeros) at `origin`;
-        `locality`: the cache's hint (`plan.cache(..., locality=)`), which a library may ignore."""
-        raise NotImplementedError(f"{self.name} has no memories")
-
-    def copy_out(self, layout, dest, origin, extents, what: str):
-        """The transfers writing the block at `layout` back to `dest` at `origin`."""
-        raise NotImplementedError(f"{self.name} has no memories")
-
-    def match_tile(self, loops, store, roles, layouts, what: str):
-        """The tile a tensorized statement (a reduction into this library's memory) becomes."""
-        raise NotImplementedError(f"{self.name} has no tensor instructions")
-
-    def match_prologue(self, loops, store, roles, layouts, what: str):
-        """The statements a prologue (e.g. a bias loaded into an accumulator) becomes, or None."""
-        return None
-
-    def match_epilogue(self, loops, store, roles, layouts, what: str):
-        """The statements an epilogue (reading this library's memory out) becomes, or None."""
-        return None
-
-    def tile_calls(self, tile, first_iteration=None):
-        """The intrinsic calls of a matched tile (`first_iteration`: when to load its weights)."""
-        raise NotImplementedError(f"{self.name} has no tensor instructions")
-
-    def unmatched(self, store, what: str) -> str:
-        """The message for a statement that reads this library's memory but matched nothing."""
-        return f"{what}: the statement into {store.buffer.name} uses {self.name}'s memory in a way it cannot do"
 
     # -- lowering --------------------------------------------------------------------------------------
     def lowering_passes(self) -> tuple:
-        """Passes of this library (LibraryPass), run for functions that use its memories or tensor
-        instructions."""
+        """Passes of this library (LibraryPass), run for functions that use its tensor unit (a cache in
+        its memories, or a tensorize request its unit matches)."""
         return ()
 
     # -- plan checks -----------------------------------------------------------------------------------
@@ -327,8 +219,18 @@ def register_library(lib: TargetLibrary) -> TargetLibrary:
 
 
 def libraries() -> tuple:
-    """Every registered library (the built-in ones register when accpy.targets is imported)."""
+    """Every registered library (the built-in ones by registry.py, when accpy.targets is imported)."""
     return tuple(_LIBRARIES)
+
+
+def vector_isa_for(target) -> VectorISA:
+    """The vector ISA of `target`: the first of its libraries' that gives one, else one without
+    vectors (`Target.vector_isa` keeps it)."""
+    for lib in libraries_for(target):
+        isa = lib.vector_isa(target)
+        if isa is not None:
+            return isa
+    return VectorISA(target)
 
 
 def libraries_for(target) -> tuple:
@@ -351,74 +253,32 @@ def memory(name: str) -> Optional[Memory]:
     return _MEMORIES.get(name)
 
 
-def tensor_library(target) -> Optional[TargetLibrary]:
-    """The library whose tensor instructions `plan.tensorize` uses on `target`, or None."""
-    for lib in libraries_for(target):
-        if lib.tensor_intrinsic(None) is not None:
-            return lib
-    return None
-
-
 def vector_shape(target, dtype: ScalarType):
-    """The widest vector shape any of `target`'s libraries offers for `dtype`, or None."""
-    for lib in libraries_for(target):
-        s = lib.vector_shape(target, dtype)
-        if s is not None:
-            return s
-    return None
+    """The widest vector shape of `dtype` on `target` (`target.vector_isa.shape(dtype)`), or None."""
+    return target.vector_isa.shape(dtype)
 
 
 def grouped_block(target, dtype: ScalarType) -> tuple:
-    """(rows, columns) of the whole blocks grouped caches of `dtype` take on `target` (the
-    largest any of its libraries asks for; (1, 1): none)."""
+    """(rows, columns) of the whole blocks grouped caches of `dtype` take on `target`: the largest
+    B-operand block (`TensorUnit.operand_layout`) of its tensor units ((1, 1): none). The cache
+    pads its rows with zeros up to whole blocks."""
     rows, cols = 1, 1
     for lib in libraries_for(target):
-        b = lib.grouped_block(target, dtype)
-        if b is not None:
-            rows, cols = max(rows, b[0]), max(cols, b[1])
+        unit = lib.tensor_unit(target)
+        lay = unit.operand_layout("B", dtype) if unit is not None else None
+        if lay is not None:
+            rows, cols = max(rows, lay.block[0]), max(cols, lay.block[1])
     return rows, cols
 
 
-def lane_shape(target, dtype: ScalarType, lanes: int):
-    """The shape of `lanes` x `dtype` a vector loop of that many lanes uses on `target`, or None."""
-    for lib in libraries_for(target):
-        s = lib.lane_shape(target, dtype, lanes)
-        if s is not None:
-            return s
-    return None
-
-
 def has_vectors(target) -> bool:
-    """Whether `target` has a vector ISA `vectorize` can emit (for some element type)."""
-    return any(vector_shape(target, t) is not None for t in (ScalarType.float32, ScalarType.int32))
-
-
-def supports_vector_op(target, dtype: ScalarType, op: str) -> bool:
-    """Whether one of `target`'s libraries has the vector operation `op` on `dtype`."""
-    return any(lib.supports_vector_op(target, dtype, op) for lib in libraries_for(target))
-
-
-def vector_shape_of(dtype: ScalarType, lanes: int, target=None):
-    """The registered vector shape of `lanes` x `dtype` (codegen's lookup), the one code for
-    `target` uses when it is given; KeyError if none."""
-    for lib in (libraries_for(target) if target is not None else ()) + tuple(_LIBRARIES):
-        s = lib.vector_shape_of(dtype, lanes, target)
-        if s is not None:
-            return s
-    raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")
-
-
-def dot_products(target) -> tuple:
-    """The dot-product instructions of `target`'s libraries (`DotProduct`), in registration order."""
-    out = []
-    for lib in libraries_for(target):
-        out.extend(lib.dot_products(target))
-    return tuple(out)
+    """Whether `target` has a vector ISA `vectorize` can emit (`target.vector_isa.has_vectors`)."""
+    return target.vector_isa.has_vectors
 
 
 def vector_prelude(target) -> str:
-    """The C every library of `target` needs before kernels with vector code ("" for none)."""
-    return "".join(lib.vector_prelude(target) for lib in libraries_for(target))
+    """The C `target`'s vector ISA needs before kernels with vector code ("" for none)."""
+    return target.vector_isa.prelude()
 
 
 def all_dot_products() -> tuple:

@@ -14,8 +14,10 @@ template, run on the functional model, against its body).
 """
 from __future__ import annotations
 
-from ..library import LibraryPass, NativeUnit, TargetLibrary, register_library
+from ..library import LibraryPass, NativeUnit, TargetLibrary
+from ..tensor_unit import TensorUnit
 from . import layout, machine, runtime, tiles
+from .reuse import reuse_weights
 from .objective import GemminiCycles  # noqa: F401  (registers the tuning objective "gemmini_cycles")
 from . import machine as gm  # noqa: F401  (the names tests and samples use)
 from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_ACCUMULATED, COMPUTE_PRELOADED, CONFIG_EX,  # noqa: F401
@@ -24,15 +26,11 @@ from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_ACCUMULATED, COMPUTE_P
 from .tiles import matmul_operands, wrap_function
 
 
-class GemminiLibrary(TargetLibrary):
-    """Gemmini behind the target interface: its memories, intrinsics, matmul tile and model."""
+class GemminiUnit(TensorUnit):
+    """Gemmini's tensor unit: the scratchpad and accumulator, mvin / mvout, the matmul tile."""
 
-    name = "gemmini"
+    name = "Gemmini"
     memories = MEMORIES
-    intrinsics = INTRINSICS
-
-    def applies_to(self, target) -> bool:
-        return getattr(target, "family", None) == "Gemmini"
 
     def tensor_intrinsic(self, spec):
         return tensor_intrinsic(spec)
@@ -58,17 +56,36 @@ class GemminiLibrary(TargetLibrary):
     def match_epilogue(self, loops, store, roles, layouts, what: str):
         return tiles.match_epilogue(loops, store, roles, layouts, what)
 
-    def tile_calls(self, tile, first_iteration=None):
-        return tiles.tile_calls(tile, first_iteration=first_iteration)
+    def tile_calls(self, tile):
+        return tiles.tile_calls(tile)
 
     def unmatched(self, store, what: str) -> str:
         return (f"{what}: the statement into {store.buffer.name} reads the accumulator in a way "
                 f"Gemmini cannot do (expected C[i, j] = int8(round(float32(Acc[i, j]) * scale)), "
                 f"optionally with max(.., 0), or a raw int32 copy)")
 
+
+UNIT = GemminiUnit()
+
+
+class GemminiLibrary(TargetLibrary):
+    """Gemmini behind the target interface: its memories, intrinsics, tensor unit and model."""
+
+    name = "gemmini"
+    memories = MEMORIES
+    intrinsics = INTRINSICS
+
+    def applies_to(self, target) -> bool:
+        return getattr(target, "family", None) == "Gemmini"
+
+    def tensor_unit(self, target):
+        return UNIT
+
     def lowering_passes(self) -> tuple:
-        # one call of the accelerator per kernel: begin, the work, fence, end
-        return (LibraryPass("gemmini call bracket", "configs", lambda body, request: wrap_function(body)),)
+        # the weights of consecutive tiles preloaded once where they can be (reuse.py); one call of
+        # the accelerator per kernel: begin, the work, fence, end
+        return (LibraryPass("gemmini weight reuse", "tensorize", reuse_weights),
+                LibraryPass("gemmini call bracket", "configs", lambda body, request: wrap_function(body)))
 
     def check_cache_location(self, target, location) -> None:
         if location in SPACES and not target.has_memory(location):
@@ -88,4 +105,4 @@ class GemminiLibrary(TargetLibrary):
         return {s: getattr(runtime, s) for s in runtime.FUNCTIONS}
 
 
-GEMMINI = register_library(GemminiLibrary())
+GEMMINI = GemminiLibrary()  # registered by registry.py

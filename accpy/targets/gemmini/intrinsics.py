@@ -180,7 +180,7 @@ def call(intr: Intrinsic, *args) -> Evaluate:
 
 def tensor_intrinsic(spec):
     """`Plan.tensorize`'s intrinsic argument: None (the matmul), its name, or MATMUL."""
-    if spec is None or spec is MATMUL:
+    if spec is None or spec == MATMUL:  # (==: a plan unpickled holds a copy)
         return MATMUL
     if isinstance(spec, str) and spec.lower() in TENSOR_INTRINSICS:
         return TENSOR_INTRINSICS[spec.lower()]

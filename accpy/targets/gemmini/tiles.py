@@ -1,15 +1,16 @@
 """The matmul tile: a tensorized sub-nest matched (operands, prologue, epilogue) and emitted as
-preload + compute, with weight reuse; and the call bracket around a kernel's Gemmini work."""
+config + preload + compute (weight reuse across tiles: reuse.py, a pass of the library); and the
+call bracket around a kernel's Gemmini work."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...ir.affine import Affine, combination_affine, to_affine
 from ...ir.expr import BinOp, Call, Cast, Const, Load, Var, as_int, idx_op
-from ...ir.stmt import If, block
-from ...ir.visitor import free_vars, substitute
+from ...ir.stmt import block
+from ...ir.visitor import substitute
 from . import machine as gm
-from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_ACCUMULATED, COMPUTE_PRELOADED, CONFIG_EX, CONFIG_LD,
+from .intrinsics import (ACCUMULATOR, BEGIN_CALL, COMPUTE_PRELOADED, CONFIG_EX, CONFIG_LD,
                          CONFIG_ST, DIM, END_CALL, F32, FENCE, I8, I32, MVIN, MVOUT, PRELOAD, SCRATCHPAD, call)
 from .layout import Layout, byte_stride, check_dram
 
@@ -65,12 +66,6 @@ class Tile:
     ti: object
     tj: object
     tk: object
-    b_vars: frozenset  # vars the weights (address and shape) depend on
-
-    @property
-    def weights(self):
-        """What a preload holds: tiles with equal weights share one."""
-        return (self.b, self.tk, self.tj)
 
 
 def matmul_operands(store, what: str) -> list:
@@ -146,30 +141,16 @@ def match_tile(loops, store, roles, layouts, what: str) -> Tile:
     one = Const(1)
     tk = ext[k] if k is not None else one
     tj = ext[j] if j is not None else one
-    b_vars = frozenset(b_row.vars) | _free(tk) | _free(tj)
     return Tile(la.address(a_row), lb.address(b_row), lc.address(c_row, accumulate=True), a_stride or 1,
-                c_stride or 1, ext[i] if i is not None else one, tj, tk, b_vars)
+                c_stride or 1, ext[i] if i is not None else one, tj, tk)
 
 
-def _free(e) -> frozenset:
-    return frozenset(free_vars(e))
-
-
-def tile_calls(t: Tile, first_iteration=None):
-    """preload + compute of one tile; with `first_iteration` (a condition), the weights are
-    preloaded only when it holds; otherwise GARBAGE is preloaded and compute_accumulated reuses
-    the weights already in the array."""
+def tile_calls(t: Tile):
+    """config_ex + preload (the weights B, the accumulator rows C) + compute_preloaded of one tile
+    (the weight-reuse pass, reuse.py, preloads once where tiles can share the weights)."""
     g = Const(gm.GARBAGE_ADDR)
-    cfg = call(CONFIG_EX, t.c_stride, t.a_stride)
-    fresh = block(call(PRELOAD, t.b, t.c, t.tj, t.tk, t.tj, t.ti),
-                  call(COMPUTE_PRELOADED, t.a, g, t.tk, t.ti, DIM, DIM))
-    if first_iteration is None or (isinstance(first_iteration, Const) and first_iteration.value):
-        return block(cfg, fresh)
-    reuse = block(call(PRELOAD, g, t.c, t.tj, t.tk, t.tj, t.ti),
-                  call(COMPUTE_ACCUMULATED, t.a, g, t.tk, t.ti, DIM, DIM))
-    if isinstance(first_iteration, Const):
-        return block(cfg, reuse)
-    return block(cfg, If(first_iteration, fresh, reuse))
+    return block(call(CONFIG_EX, t.c_stride, t.a_stride), call(PRELOAD, t.b, t.c, t.tj, t.tk, t.tj, t.ti),
+                 call(COMPUTE_PRELOADED, t.a, g, t.tk, t.ti, DIM, DIM))
 
 
 # ---- the epilogue: scaled int8 (or raw int32) mvout --------------------------------------------------

@@ -8,9 +8,9 @@ uses the functional model (native/x86tile/accpy_x86tile.h), bit for bit the same
 """
 from __future__ import annotations
 
-from ..library import NativeUnit, TargetLibrary, register_library
+from ..library import LibraryPass, NativeUnit, TargetLibrary
+from ..tensor_unit import OperandLayout, TensorUnit
 from . import machine, tiles  # noqa: F401  (the numpy semantics)
-from ..library import LibraryPass
 from .intrinsics import EMULATED, FEATURES, HARDWARE, INTRINSICS, SPACE, TILE_MEMORY  # noqa: F401
 
 EMULATE = ("x86tile", "emulate")
@@ -38,35 +38,31 @@ def available(target, op: str) -> bool:
     return target.is_cpu and all(target.has(f) for f in FEATURES[op])
 
 
-class X86TileLibrary(TargetLibrary):
-    """The x86 tile unit: its instructions (`emulate=False`) or its functional model."""
+class X86TileUnit(TensorUnit):
+    """The tile unit's registers as a memory (AMX_TILE), its loads and stores, the tile dot products."""
 
+    name = "the x86 tile unit"
     memories = (TILE_MEMORY,)
 
     def __init__(self, emulate: bool):
         self.emulate = emulate
-        self.ops = EMULATED if emulate else HARDWARE
-        self.intrinsics = tuple(self.ops.values())
-        self.name = "x86 tile (model)" if emulate else "x86 tile"
 
-    def applies_to(self, target) -> bool:
-        if not target.is_cpu:
-            return False
-        return emulated(target) if self.emulate else (not emulated(target) and target.has("amx_tile"))
+    @property
+    def ops(self) -> dict:
+        return EMULATED if self.emulate else HARDWARE
 
     def tensor_intrinsic(self, spec):
         return tiles.tensor_intrinsic(spec)
 
-    def operand_group(self, target, dtype):
-        # B tiles hold groups of 4 bytes of consecutive k (as the AVX-512 dot products read them)
-        return tiles.b_group_bytes(dtype)
-
-    def grouped_block(self, target, dtype):
-        # a B tile: 16 group rows (64 int8 / 32 bf16 k) of 16 columns, loaded straight from the cache
-        return tiles.b_tile_block(dtype)
-
     def check_tensorize(self, store, what: str) -> None:
         tiles.matmul_operands(store, what)
+
+    def operand_layout(self, role, dtype):
+        # B tiles hold groups of 4 bytes of consecutive k (as the AVX-512 dot products read them), in
+        # blocks of a whole tile: 16 group rows (64 int8 / 32 bf16 k) of 16 columns, loaded straight
+        # from the cache
+        group = tiles.b_group_bytes(dtype) if role == "B" else None
+        return OperandLayout(group, tiles.b_tile_block(dtype)) if group is not None else None
 
     def place(self, buffers, describe, roles=None) -> dict:
         return tiles.place(buffers, describe, roles)
@@ -80,7 +76,7 @@ class X86TileLibrary(TargetLibrary):
     def match_tile(self, loops, store, roles, layouts, what: str):
         return tiles.match_tile(loops, store, roles, layouts, what)
 
-    def tile_calls(self, tile, first_iteration=None):
+    def tile_calls(self, tile):
         return tiles.tile_calls(self.ops, tile)
 
     def match_epilogue(self, loops, store, roles, layouts, what: str):
@@ -89,6 +85,27 @@ class X86TileLibrary(TargetLibrary):
     def unmatched(self, store, what: str) -> str:
         return (f"{what}: the statement into {store.buffer.name} reads a tile register in a way the tile unit "
                 f"cannot (only C[i, j] += A[i, k] * B[k, j] and the copies of the caches)")
+
+
+class X86TileLibrary(TargetLibrary):
+    """The x86 tile unit: its instructions (`emulate=False`) or its functional model."""
+
+    memories = (TILE_MEMORY,)
+
+    def __init__(self, emulate: bool):
+        self.emulate = emulate
+        self.ops = EMULATED if emulate else HARDWARE
+        self.intrinsics = tuple(self.ops.values())
+        self.name = "x86 tile (model)" if emulate else "x86 tile"
+        self.unit = X86TileUnit(emulate)
+
+    def applies_to(self, target) -> bool:
+        if not target.is_cpu:
+            return False
+        return emulated(target) if self.emulate else (not emulated(target) and target.has("amx_tile"))
+
+    def tensor_unit(self, target):
+        return self.unit
 
     def lowering_passes(self) -> tuple:
         return (LibraryPass("x86 tile call bracket", "configs",
@@ -105,5 +122,6 @@ class X86TileLibrary(TargetLibrary):
                              f"acc.Target.HOST(extra=(('x86tile', 'emulate'),)) runs the functional model)")
 
 
-X86TILE = register_library(X86TileLibrary(emulate=False))
-X86TILE_MODEL = register_library(X86TileLibrary(emulate=True))
+# registered by registry.py
+X86TILE = X86TileLibrary(emulate=False)
+X86TILE_MODEL = X86TileLibrary(emulate=True)

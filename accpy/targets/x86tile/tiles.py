@@ -358,14 +358,6 @@ class Tile:
     a: object
     b: object
 
-    @property
-    def b_vars(self) -> frozenset:
-        return frozenset()  # no state carried between tiles (the generic pass may regroup loops)
-
-    @property
-    def weights(self):
-        return (self, None, None)  # never shared between tiles
-
 
 def match_tile(loops, store, roles, layouts, what: str) -> Tile:
     """The tile operation of `C_cache[...] += cast(A_cache[...]) * cast(B_cache[...])`."""
