@@ -1,8 +1,6 @@
-"""C for the vector IR (accpy/ir/vector.py): each vector operation is the C template of the
-register shape's library (targets/library.py `vector_shape_of`), filled with its operands."""
+"""C for the vector IR (accpy/ir/vector.py): each vector operation is the C template of a register
+shape of the function's target's vector ISA (`target.vector_isa.shape_of`), filled with its operands."""
 from __future__ import annotations
-
-from ..targets.library import vector_shape_of
 
 
 class VectorEmitter:
@@ -11,7 +9,11 @@ class VectorEmitter:
     target = None  # the target the function is for (emit_function sets it), when known
 
     def _isa(self, dtype, lanes):
-        return vector_shape_of(dtype, lanes, self.target)
+        s = self.target.vector_isa.shape_of(dtype, lanes) if self.target is not None else None
+        if s is None:
+            where = f" on target {self.target.name}" if self.target is not None else " (no target given)"
+            raise KeyError(f"no vector instructions for {lanes} x {dtype.name}{where}")
+        return s
 
     def _fill(self, isa, op, **kw) -> str:
         t = isa.template(op)

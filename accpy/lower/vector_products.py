@@ -2,14 +2,16 @@
 narrow elements over a group (an inner loop over 2, 4 or more adjacent elements, unrolled) that one
 instruction computes per vector lane, matched into one statement with a Call marker the vectorizer
 turns into that instruction. The instructions are the target libraries' data (`DotProduct` rows of
-targets/library.py, e.g. x86's in targets/x86.py, AArch64's in targets/arm/)."""
+targets/vector_isa.py, e.g. x86's in targets/x86.py, AArch64's in targets/arm/): those of the
+target's vector ISA (`target.vector_isa.dot_products()`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from ..ir.expr import BinOp, Call, Cast, Load, Var
 from ..ir.stmt import Store
-from ..targets.library import DotProduct, all_dot_products, dot_products
+from ..targets.library import all_dot_products
+from ..targets.vector_isa import DotProduct
 from .lanes import NotVectorizable, access_offset, lane_coef
 
 
@@ -36,7 +38,7 @@ PRODUCT_OPS = _ProductOps()
 def group_products(stores, lane: Var, target):
     """Runs of adjacent statements one dot-product instruction of `target` computes (`DotProduct`) as
     one `C[x] += op(A[p], B[r])`; the others unchanged."""
-    kinds = list(dot_products(target))
+    kinds = list(target.vector_isa.dot_products())
     if not kinds:
         return stores
     out, k = [], 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ..ir.types import ScalarType
 from ..ir.visitor import Visitor
-from ..targets.library import lane_shape, vector_shape
 from .vector_products import product_kind
 
 
@@ -40,11 +39,14 @@ def loop_shape(target, dtype: ScalarType, others=()):
     """The vector shape of a loop storing `dtype` next to values of the types `others`: its own
     lanes when all are as wide (or `dtype` is 32 bits or more), else a narrow integer widened to
     the lanes of the target's int32 vectors; None when there is neither."""
-    own = vector_shape(target, dtype)
+    if target is None:
+        return None
+    isa = target.vector_isa
+    own = isa.shape(dtype)
     if own is not None and (dtype.bits >= 32 or all(x.bits == dtype.bits for x in others)):
         return own
-    wide = vector_shape(target, ScalarType.int32)
-    return lane_shape(target, dtype, wide.lanes) if wide is not None else None
+    wide = isa.shape(ScalarType.int32)
+    return isa.lane_shape(dtype, wide.lanes) if wide is not None else None
 
 
 def vector_dtype(stores, target=None):
@@ -61,7 +63,7 @@ def vector_dtype(stores, target=None):
     loop = loop_shape(target, t, others)
     if loop is None:
         return t  # (no vectors of the stores' type: the caller says so)
-    if any(lane_shape(target, x, loop.lanes) is None for x in others):
+    if any(target.vector_isa.lane_shape(x, loop.lanes) is None for x in others):
         return None
     return t
 

@@ -11,7 +11,7 @@ broadcast, and one that moves by another constant stride becomes a gather or sca
 reduction across the loop (`+=`, `-=`, `*=`, or an assignment such as
 `S[i] = max(S[i], A[i, j])`): it accumulates in a vector register and ends with a
 horizontal reduction. Accumulations of products over adjacent narrow elements become one
-dot-product instruction of the target's library (its `dot_products`, found by
+dot-product instruction of the target's vector ISA (its `dot_products`, found by
 vector_products.py): e.g. the int32 sums of int16 pairs (`C[i] += int32(A[i, k]) * int32(B[i, k])`,
 k = 0, 1 unrolled), of uint8 x int8 quads, or the float32 sums of bfloat16 pairs (with B in grouped
 order, `C[i, j] += A[i, k] * B[k, j]` over 4 unrolled k: A's quad is repeated in every lane, B's
@@ -35,7 +35,6 @@ from ..ir.vector import (Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDec
                          VStore, VVar)
 from ..ir.visitor import Mutator, substitute
 from ..ir.visitor import accesses as ir_accesses
-from ..targets.library import lane_shape, vector_shape
 from .lanes import MissingVectorOp, NotVectorizable, access_offset, lane_coef
 from .simplify import simplify
 from .unroll import unroll_subtree
@@ -68,7 +67,7 @@ class _Vectorize(Mutator):
         dtype, isa = shape_of_loop(stores, self.target)
         if isa is None:
             what = dtype.name if dtype else "mixed element types"
-            if dtype is not None and vector_shape(self.target, dtype) is not None:
+            if dtype is not None and self.target.vector_isa.shape(dtype) is not None:
                 what += " next to types of other widths"  # (it has lanes of its own width only)
             warnings.warn(f"vectorize({f.var.name}): no vector instructions for {what} on target "
                           f"{self.target.name}; leaving the loop to the C compiler's vectorizer", stacklevel=2)
@@ -89,7 +88,7 @@ def refused(stores, target) -> bool:
     """Whether a loop that cannot become vector code is an error (ScheduleError) rather than left to
     the C compiler's vectorizer: every type it touches is as wide, and `target` has vectors of it."""
     dtype = vector_dtype(stores)
-    return dtype is not None and vector_shape(target, dtype) is not None
+    return dtype is not None and target.vector_isa.shape(dtype) is not None
 
 
 def _straight_line_stores(f: For) -> list:
@@ -177,7 +176,7 @@ class _Chunk:
         """The shape of W lanes of `dtype` in this loop (the loop's own, or one of as many lanes)."""
         if dtype is self.isa.dtype or self.target is None:
             return self.isa
-        s = lane_shape(self.target, dtype, self.W)
+        s = self.target.vector_isa.lane_shape(dtype, self.W)
         if s is None:
             raise NotVectorizable(f"no {self.W}-lane vectors of {dtype.name} next to the {self.isa.dtype.name} ones")
         return s

@@ -1,8 +1,9 @@
 """Targets: the host CPU, known CPU models and accelerators, as data (see target.py, models.py),
 and the target libraries behind one interface (library.py): the x86 vector ISA (x86.py, its
 16-byte shapes in x86sse.py, narrow integers' lanes in x86narrow.py), the x86 tile unit and VNNI /
-BF16 dot products (x86tile/), Gemmini (gemmini/) and AArch64's Neon with its cross toolchain (arm/). Importing this package registers the built-in libraries."""
-from . import arm, gemmini, x86, x86narrow, x86sse, x86tile  # noqa: F401  (each registers its library or shapes)
+BF16 dot products (x86tile/), Gemmini (gemmini/) and AArch64's Neon and SVE with its cross toolchain
+(arm/). Importing this package registers the built-in libraries, in registry.py's order."""
+from . import registry  # noqa: F401  (registers the built-in libraries)
 from .library import TargetLibrary, libraries, register_library
 from .memory_space import MemorySpace
 from .models import Model

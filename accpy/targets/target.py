@@ -42,7 +42,7 @@ from typing import Optional
 from .features import (_HAS, ARM_FEATURES, GPU_RUNTIMES, Architecture, Category, Extensions, Runtime, _key,
                        normalize_extensions, widest_vector)
 from .host import _host_values
-from .library import libraries_for
+from .library import libraries, libraries_for, vector_isa_for
 from .models import lookup
 from .toolchain import toolchain_for
 
@@ -295,8 +295,8 @@ class Target:
         return self.__dict__.get("_sealed", False)
 
     def __getstate__(self) -> dict:
-        # a copy (copy.copy, pickle) is a new object nothing depends on yet: unsealed
-        return {k: v for k, v in self.__dict__.items() if k != "_sealed"}
+        # a copy (copy.copy, pickle) is a new object nothing depends on yet: unsealed, nothing resolved
+        return {k: v for k, v in self.__dict__.items() if k not in ("_sealed", "_vector_isa")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -349,6 +349,20 @@ class Target:
     def is_cpu(self) -> bool:
         """Whether the target is a CPU (not an accelerator)."""
         return self.category is Category.CPU
+
+    @property
+    def vector_isa(self):
+        """The vector instructions code for this target may use (targets/vector_isa.py `VectorISA`:
+        register shapes per element type, their templates, dot products), from the first of its
+        libraries that gives some; one without vectors else. Resolved once, again only when the
+        target's values or the registered libraries change."""
+        key = (tuple(getattr(self, f) for f in _FIELDS), libraries())
+        got = self.__dict__.get("_vector_isa")
+        if got is None or got[0] != key:
+            # resolved for a sealed copy: the ISA's answers may not change under it
+            got = (key, vector_isa_for(self(**{})._seal()))
+            object.__setattr__(self, "_vector_isa", got)
+        return got[1]
 
     @property
     def toolchain(self):

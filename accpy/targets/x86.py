@@ -1,6 +1,6 @@
 """x86 vector intrinsics (AVX-512, AVX2; SSE4.1 in x86sse.py) as a library: C templates per operation.
 
-Each `VectorISA` describes one register shape (e.g. 16 x float32 in a zmm register):
+Each `X86Shape` (a `VectorShape`) describes one register shape (e.g. 16 x float32 in a zmm register):
 its C type, and a C template for every vector operation the IR has. Templates use
 `{a}`, `{b}`, `{c}` (operands), `{p}` (address), `{m}` (lane mask), `{n}` (lane count).
 The meaning of each operation is the IR's (see accpy/ir/vector.py); tests run every
@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir.types import ScalarType
-from .library import DotProduct, TargetLibrary, register_library
-from .library import VectorISA as _Shape
+from .library import TargetLibrary
+from .vector_isa import DotProduct, VectorISA, VectorShape
 from .x86_math import add_math
 from .x86_toolchain import x86_toolchain
 from .x86lanes import Lanes
@@ -24,8 +24,8 @@ from .x86lanes import Lanes
 F32, F64, I32, I64 = ScalarType.float32, ScalarType.float64, ScalarType.int32, ScalarType.int64
 
 
-class VectorISA(_Shape):
-    """An x86 register shape (targets/library.py `VectorISA`): masks of AVX-512 are bit masks, so a
+class X86Shape(VectorShape):
+    """An x86 register shape (targets/vector_isa.py `VectorShape`): masks of AVX-512 are bit masks, so a
     dot product's partial groups are loaded with a constant lane pattern."""
 
     def group_mask(self, lanes: int, group: int, part: int, count_mask: Optional[str]) -> Optional[str]:
@@ -75,7 +75,7 @@ def _avx512_float(dtype, lanes, sfx, ctype, mtype):
         ops["from_int32"] = "_mm512_cvtepi32_ps({a})"
     else:
         ops["from_int32"] = "_mm512_cvtepi32_pd(_mm512_castsi512_si256({a}))"
-    return VectorISA("avx512", dtype, lanes, ctype, ops, ("avx512f", "avx512dq"))
+    return X86Shape("avx512", dtype, lanes, ctype, ops, ("avx512f", "avx512dq"))
 
 
 def _avx512_int(dtype, lanes, sfx, mtype):
@@ -105,14 +105,14 @@ def _avx512_int(dtype, lanes, sfx, mtype):
     }
     for k, v in _CMP_INT.items():
         ops["cmp_" + k] = f"_mm512_cmp_{sfx}_mask({{a}}, {{b}}, {v})"
-    return VectorISA("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512dq"))
+    return X86Shape("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512dq"))
 
 
 _NARROW = {ScalarType.int8: ("epi8", 8, True), ScalarType.uint8: ("epu8", 8, False),
            ScalarType.int16: ("epi16", 16, True), ScalarType.uint16: ("epu16", 16, False)}
 
 
-def _widened(dtype: ScalarType) -> VectorISA:
+def _widened(dtype: ScalarType) -> X86Shape:
     """16 lanes of a narrow integer type held in 32-bit lanes (sign- or zero-extended): loads widen,
     stores narrow (the lanes hold values of the type, so truncation keeps them), the operations
     whose 32-bit result is the narrow one (min, max, select, compares, bitwise), and those that
@@ -162,7 +162,7 @@ def _widened(dtype: ScalarType) -> VectorISA:
         ops["from_" + t.name] = ops["from_int32"]
     for k, v in _CMP_INT.items():
         ops["cmp_" + k] = f"_mm512_cmp_epi32_mask({{a}}, {{b}}, {v})"
-    return VectorISA("avx512", dtype, 16, "__m512i", ops, ("avx512f", "avx512bw"))
+    return X86Shape("avx512", dtype, 16, "__m512i", ops, ("avx512f", "avx512bw"))
 
 
 def _to_int(lo: str, hi_f: str, hi_i: str) -> str:
@@ -198,8 +198,8 @@ def _avx512_strided(sfx: str, lanes: int, size: int, zero: str, cast: bool) -> d
     }
 
 
-def _with_extra(isa: VectorISA, extra: dict) -> VectorISA:
-    return VectorISA(isa.name, isa.dtype, isa.lanes, isa.ctype, isa.ops, isa.features, extra)
+def _with_extra(isa: X86Shape, extra: dict) -> X86Shape:
+    return X86Shape(isa.name, isa.dtype, isa.lanes, isa.ctype, isa.ops, isa.features, extra)
 
 
 def _avx2_float(dtype, lanes, sfx, ctype):
@@ -235,7 +235,7 @@ def _avx2_float(dtype, lanes, sfx, ctype):
         ops["cmp_" + k] = f"_mm256_cmp_{sfx}({{a}}, {{b}}, {v})"
     if dtype is F32:
         ops["from_int32"] = "_mm256_cvtepi32_ps({a})"
-    return VectorISA("avx2", dtype, lanes, ctype, ops, ("avx2", "fma"))
+    return X86Shape("avx2", dtype, lanes, ctype, ops, ("avx2", "fma"))
 
 
 def _avx2_int32():
@@ -271,7 +271,7 @@ def _avx2_int32():
         "cmp_ne": "_mm256_xor_si256(_mm256_cmpeq_epi32({a}, {b}), _mm256_set1_epi32(-1))",
     }
     # fma too: the horizontal reductions (native/accpy_runtime.h) are compiled for "avx2,fma"
-    return VectorISA("avx2", I32, 8, "__m256i", ops, ("avx2", "fma"))
+    return X86Shape("avx2", I32, 8, "__m256i", ops, ("avx2", "fma"))
 
 
 def _avx2_strided(dtype: ScalarType) -> dict:
@@ -340,12 +340,12 @@ LIBRARY = {
 add_math(LIBRARY)  # float32 exp, fast_exp, log, tanh, floor, ceil (x86_math.py)
 
 
-def _operand_shape(dtype: ScalarType, lanes: int, sfx: str, mtype: str) -> VectorISA:
+def _operand_shape(dtype: ScalarType, lanes: int, sfx: str, mtype: str) -> X86Shape:
     """A shape that only loads operands of another shape's instruction (madd16's int16 pairs, dot4's
     byte quads, dot2's bfloat16 pairs): a load, a masked load, and `bcast`, the 32 bits at {p}
     repeated in every 32-bit slot (one quad or pair for all lanes; a VLoad of stride 0), and
     `bcast_part`, the same with only the first {n} bytes read (the rest of the slot 0)."""
-    return VectorISA("avx512", dtype, lanes, "__m512i", {
+    return X86Shape("avx512", dtype, lanes, "__m512i", {
         "mask": f"(({mtype})((1ull << ({{n}})) - 1ull))",
         "load": "_mm512_loadu_si512((const void*)({p}))",
         "mload": f"_mm512_maskz_loadu_{sfx}({{m}}, (const void*)({{p}}))",
@@ -354,18 +354,25 @@ def _operand_shape(dtype: ScalarType, lanes: int, sfx: str, mtype: str) -> Vecto
     }, ("avx512f", "avx512bw"))
 
 
-# not vector types of their own, so `vector_isa_for` never picks them (the byte quads and int16
+# not vector types of their own, so `widest_shape` never picks them (the byte quads and int16
 # pairs of VPDPBUSD and VPMADDWD are read by the narrow shapes' own `bcast`: x86narrow.py)
 OPERAND_SHAPES = {
     ("avx512", ScalarType.bfloat16): _operand_shape(ScalarType.bfloat16, 32, "epi16", "__mmask32"),
     **{("avx512w", t): _widened(t) for t in _NARROW},
 }
 
-# narrow integers in lanes of their own width (x86narrow.py fills it): AVX-512BW, AVX2, SSE4.1
+# narrow integers in lanes of their own width (x86narrow.py's, joined by `add_shapes`): AVX-512BW, AVX2, SSE4.1
 NARROW: dict = {}
 
 
-def widened_shape(target, dtype: ScalarType) -> Optional[VectorISA]:
+def add_shapes(shapes: dict, narrow: bool = False) -> None:
+    """Join register shapes {(name, dtype): X86Shape} to x86's: to `LIBRARY` (16-byte shapes of
+    x86sse.py), or with `narrow` to `NARROW` (x86narrow.py's integer lanes of their own width).
+    The registry (registry.py) joins them; joining the same shapes again changes nothing."""
+    (NARROW if narrow else LIBRARY).update(shapes)
+
+
+def widened_shape(target, dtype: ScalarType) -> Optional[X86Shape]:
     """The 32-bit-lane shape of a narrow integer type on `target` (AVX-512), or None."""
     if dtype in _NARROW and target.has("avx512f") and target.has("avx512bw") and target.vector_bytes >= 64:
         return OPERAND_SHAPES[("avx512w", dtype)]
@@ -387,11 +394,11 @@ DOT_PRODUCTS = (
 )
 
 
-def _shape(name: str, dtype: ScalarType) -> Optional[VectorISA]:
+def _shape(name: str, dtype: ScalarType) -> Optional[X86Shape]:
     return LIBRARY.get((name, dtype)) or NARROW.get((name, dtype))
 
 
-def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
+def widest_shape(target, dtype: ScalarType) -> Optional[X86Shape]:
     """The widest vector shape the target offers for `dtype`, or None."""
     # the target's vector width decides: an AVX-512 CPU told vector_bytes=32 gets 256-bit code
     wide = _shape("avx512", dtype)
@@ -407,48 +414,57 @@ def vector_isa_for(target, dtype: ScalarType) -> Optional[VectorISA]:
     return None
 
 
+class X86VectorISA(VectorISA):
+    """The x86 vector ISA of one target (SSE4.1, AVX2 or AVX-512, by its features and `vector_bytes`):
+    what `vectorize` emits. Narrow integers next to 32-bit values are widened to 32-bit lanes on
+    AVX-512 (`widened_shape`)."""
+
+    name = "x86 vector"
+
+    def shape(self, dtype: ScalarType) -> Optional[X86Shape]:
+        return widest_shape(self.target, dtype)
+
+    def lane_shape(self, dtype: ScalarType, lanes: int) -> Optional[X86Shape]:
+        isa = widest_shape(self.target, dtype)
+        if isa is not None and isa.lanes == lanes:
+            return isa
+        w = widened_shape(self.target, dtype)
+        return w if w is not None and w.lanes == lanes else None
+
+    def shape_of(self, dtype: ScalarType, lanes: int) -> Optional[X86Shape]:
+        # (16 x int16 are AVX2's own lanes, or AVX-512's widened ones)
+        for isa in (widest_shape(self.target, dtype), widened_shape(self.target, dtype),
+                    OPERAND_SHAPES.get(("avx512", dtype))):
+            if isa is not None and isa.lanes == lanes:
+                return isa
+        for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()) + list(NARROW.values()):
+            if isa.dtype is dtype and isa.lanes == lanes:
+                return isa
+        return None
+
+    def supports(self, dtype: ScalarType, op: str) -> bool:
+        if op in _OP_FEATURES:  # VPMADDWD, VPDPBUSD, VDPBF16PS on zmm registers
+            return (dtype is _OP_DTYPE[op] and all(self.target.has(f) for f in _OP_FEATURES[op])
+                    and self.target.vector_bytes >= 64)
+        return super().supports(dtype, op)
+
+    def dot_products(self) -> tuple:
+        return tuple(p for p in DOT_PRODUCTS if self.supports(p.acc, p.op))
 
 
 class X86VectorLibrary(TargetLibrary):
-    """The x86 vector ISA (SSE4.1, AVX2, AVX-512) behind the target interface: what `vectorize` emits."""
+    """The x86 vector ISA (SSE4.1, AVX2, AVX-512) behind the target interface, and x86's toolchain."""
 
     name = "x86 vector"
 
     def applies_to(self, target) -> bool:
         return target.has("avx2") or target.has("avx512f") or target.has("sse4_1")
 
-    def vector_shape(self, target, dtype: ScalarType) -> Optional[VectorISA]:
-        return vector_isa_for(target, dtype)
-
-    def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None) -> Optional[VectorISA]:
-        if target is not None:  # (16 x int16 are AVX2's own lanes, or AVX-512's widened ones)
-            for isa in (vector_isa_for(target, dtype), widened_shape(target, dtype),
-                        OPERAND_SHAPES.get(("avx512", dtype))):
-                if isa is not None and isa.lanes == lanes:
-                    return isa
-        for isa in list(LIBRARY.values()) + list(OPERAND_SHAPES.values()) + list(NARROW.values()):
-            if isa.dtype is dtype and isa.lanes == lanes:
-                return isa
-        return None
-
-    def lane_shape(self, target, dtype: ScalarType, lanes: int) -> Optional[VectorISA]:
-        isa = vector_isa_for(target, dtype)
-        if isa is not None and isa.lanes == lanes:
-            return isa
-        w = widened_shape(target, dtype)
-        return w if w is not None and w.lanes == lanes else None
-
-    def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
-        if op in _OP_FEATURES:  # VPMADDWD, VPDPBUSD, VDPBF16PS on zmm registers
-            return (dtype is _OP_DTYPE[op] and all(target.has(f) for f in _OP_FEATURES[op])
-                    and target.vector_bytes >= 64)
-        isa = vector_isa_for(target, dtype)
-        return isa is not None and isa.template(op) is not None
+    def vector_isa(self, target) -> X86VectorISA:
+        return X86VectorISA(target)
 
     def dot_products(self, target=None) -> tuple:
-        if target is None:
-            return DOT_PRODUCTS
-        return tuple(p for p in DOT_PRODUCTS if self.supports_vector_op(target, p.acc, p.op))
+        return DOT_PRODUCTS if target is None else X86VectorISA(target).dot_products()
 
     def precompiled_header(self) -> Optional[str]:
         # <immintrin.h> is the largest header a kernel includes (about 0.2 s of every compile)
@@ -458,4 +474,4 @@ class X86VectorLibrary(TargetLibrary):
         return x86_toolchain(target)
 
 
-X86_VECTOR = register_library(X86VectorLibrary())
+X86_VECTOR = X86VectorLibrary()  # registered by registry.py

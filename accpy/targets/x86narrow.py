@@ -1,7 +1,7 @@
 """x86 vector shapes of narrow integers (int8, uint8, int16, uint16) in their own lanes: 64 / 32
 lanes in a zmm register (AVX-512BW), 32 / 16 in a ymm one (AVX2), 16 / 8 in an xmm one (SSE4.1).
 
-They join accpy/targets/x86.py's shapes in `NARROW` (kept apart from `LIBRARY`, whose shapes are
+They join accpy/targets/x86.py's shapes in `NARROW` (registry.py joins them, `x86.add_shapes`; kept apart from `LIBRARY`, whose shapes are
 wider types), with the same placeholders and meanings (accpy/ir/vector.py): `+`, `-` and `*` wrap
 around as the scalar code does (two's complement, the low bits of the exact result), `min`, `max`
 and the comparisons follow the signedness of the type (VPMINUB for uint8, VPMINSB for int8, ...),
@@ -16,7 +16,7 @@ numpy (AVX2, SSE4.1) or compiled for a named AVX-512 model by tests/targets/test
 from __future__ import annotations
 
 from ..ir.types import ScalarType
-from .x86 import _CMP_INT, NARROW, VectorISA
+from .x86 import _CMP_INT, X86Shape
 from .x86lanes import Lanes
 
 I8, U8, I16, U16 = ScalarType.int8, ScalarType.uint8, ScalarType.int16, ScalarType.uint16
@@ -65,7 +65,7 @@ def _byte_product(pre: str, vtype: str, combine: str) -> str:
             + combine.format(e="accpy_e_", o="accpy_o_") + "; }})")
 
 
-def _avx512(dtype: ScalarType) -> VectorISA:
+def _avx512(dtype: ScalarType) -> X86Shape:
     """64 x 8-bit or 32 x 16-bit lanes in a zmm register; masks are mask registers."""
     ctype, bits, signed, _ = _TYPES[dtype]
     lanes = 512 // bits
@@ -96,10 +96,10 @@ def _avx512(dtype: ScalarType) -> VectorISA:
     extra = {"bcast": "_mm512_set1_epi32(accpy_load_i32((const void*)({p})))",
              "bcast_part": "_mm512_set1_epi32(accpy_load_i32_part((const void*)({p}), {n}))",
              **by_lane.strided_reads(), **by_lane.strided_writes()}
-    return VectorISA("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512bw"), extra)
+    return X86Shape("avx512", dtype, lanes, "__m512i", ops, ("avx512f", "avx512bw"), extra)
 
 
-def _vector_masked(dtype: ScalarType, name: str, pre: str, si: str, features: tuple) -> VectorISA:
+def _vector_masked(dtype: ScalarType, name: str, pre: str, si: str, features: tuple) -> X86Shape:
     """AVX2 (ymm) or SSE4.1 (xmm) lanes: a mask is a vector with every bit set in its active lanes."""
     ctype, bits, signed, _ = _TYPES[dtype]
     width = 256 if pre == "_mm256" else 128
@@ -138,7 +138,7 @@ def _vector_masked(dtype: ScalarType, name: str, pre: str, si: str, features: tu
     ops.update({"cmp_gt": gt, "cmp_lt": lt, "cmp_eq": eq, "cmp_ge": f"{pre}_xor_{si}({lt}, {ones})",
                 "cmp_le": f"{pre}_xor_{si}({gt}, {ones})", "cmp_ne": f"{pre}_xor_{si}({eq}, {ones})"})
     extra = {**by_lane.strided_reads(), **by_lane.strided_writes()}
-    return VectorISA(name, dtype, lanes, vtype, ops, features, extra)
+    return X86Shape(name, dtype, lanes, vtype, ops, features, extra)
 
 
 SHAPES = {}
@@ -146,4 +146,3 @@ for _t in _TYPES:
     SHAPES[("avx512", _t)] = _avx512(_t)
     SHAPES[("avx2", _t)] = _vector_masked(_t, "avx2", "_mm256", "si256", ("avx2",))
     SHAPES[("sse", _t)] = _vector_masked(_t, "sse", "_mm", "si128", ("sse4_1",))
-NARROW.update(SHAPES)

@@ -2,7 +2,7 @@
 whose `vector_bytes` is 16 (Accera's SSE-width targets, e.g. `Target("HOST", vector_bytes=16)`),
 or a CPU with SSE4.1 but no AVX2.
 
-The shapes join accpy/targets/x86.py's `LIBRARY` under the name "sse" (4 x float32, 2 x float64,
+The shapes join accpy/targets/x86.py's `LIBRARY` (registry.py joins them, `x86.add_shapes`) under the name "sse" (4 x float32, 2 x float64,
 4 x int32), with the same template placeholders and meanings (accpy/ir/vector.py). SSE has no
 mask registers and no masked loads or stores: a mask is a vector with every bit set in its active
 lanes (as on AVX2), selects blend with it (BLENDVPS / PBLENDVB), and a masked load or store moves
@@ -14,7 +14,7 @@ an add. Every template is run against numpy by tests/test_x86_intrinsics.py (it 
 from __future__ import annotations
 
 from ..ir.types import ScalarType
-from .x86 import LIBRARY, VectorISA
+from .x86 import X86Shape
 from .x86lanes import Lanes
 
 F32, F64, I32 = ScalarType.float32, ScalarType.float64, ScalarType.int32
@@ -26,7 +26,7 @@ FEATURES = ("sse4_1",)
 _CMP_FLOAT = {"lt": "cmplt", "le": "cmple", "gt": "cmpgt", "ge": "cmpge", "eq": "cmpeq", "ne": "cmpneq"}
 
 
-def _sse_float(dtype: ScalarType) -> VectorISA:
+def _sse_float(dtype: ScalarType) -> X86Shape:
     sfx, ctype, vtype, lanes = ("ps", "float", "__m128", 4) if dtype is F32 else ("pd", "double", "__m128d", 2)
     # lane l is active when l < n; float64 lanes are pairs of int32 lanes
     iota = "0, 1, 2, 3" if lanes == 4 else "0, 0, 1, 1"
@@ -59,10 +59,10 @@ def _sse_float(dtype: ScalarType) -> VectorISA:
     # round half to even, as the scalar code's nearbyint; strided accesses lane by lane
     extra = {"round": f"_mm_round_{sfx}({{a}}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
              **by_lane.strided_reads(), **by_lane.strided_writes()}
-    return VectorISA("sse", dtype, lanes, vtype, ops, FEATURES, extra)
+    return X86Shape("sse", dtype, lanes, vtype, ops, FEATURES, extra)
 
 
-def _sse_int32() -> VectorISA:
+def _sse_int32() -> X86Shape:
     by_lane = Lanes("int32_t", 4, "__m128i", "_mm_loadu_si128((const __m128i*)accpy_t_)",
                     "_mm_storeu_si128((__m128i*)accpy_t_, accpy_v_)", "_mm_movemask_ps(_mm_castsi128_ps({m}))")
     ops = {
@@ -92,8 +92,7 @@ def _sse_int32() -> VectorISA:
         "cmp_le": "_mm_xor_si128(_mm_cmpgt_epi32({a}, {b}), _mm_set1_epi32(-1))",
         "cmp_ne": "_mm_xor_si128(_mm_cmpeq_epi32({a}, {b}), _mm_set1_epi32(-1))",
     }
-    return VectorISA("sse", I32, 4, "__m128i", ops, FEATURES, {**by_lane.strided_reads(), **by_lane.strided_writes()})
+    return X86Shape("sse", I32, 4, "__m128i", ops, FEATURES, {**by_lane.strided_reads(), **by_lane.strided_writes()})
 
 
 SHAPES = {("sse", F32): _sse_float(F32), ("sse", F64): _sse_float(F64), ("sse", I32): _sse_int32()}
-LIBRARY.update(SHAPES)

@@ -1,8 +1,8 @@
 """The target interface's own test: a toy fifth library, defined here, that builds and runs without
 any change to lower/, codegen/, plan/ or package/. It applies to a target of its own ("Toy4",
-whose code its toolchain compiles for this machine, so it runs here) and gives 4-lane vectors in
-GNU C's vector types, its own C prelude, and a signed x signed dot product of groups of 8 bytes
-(8 int8 per int32 lane), which makes a grouped cache of int8 hold groups of 8 (operand_group), and a
+whose code its toolchain compiles for this machine, so it runs here) and gives a vector ISA
+(`VectorISA`: 4-lane vectors in GNU C's vector types, its own C prelude, and a signed x signed dot product of groups of 8 bytes
+(8 int8 per int32 lane), which makes a grouped cache of int8 hold groups of 8 (operand_group)), and a
 toolchain of its own (a function attribute, a unit flag and a run-time guard)."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import accpy as acc
 from accpy.ir.types import ScalarType
 from accpy.nest.reference import evaluate
 from accpy.targets import library
-from accpy.targets.library import DotProduct, TargetLibrary, VectorISA, register_library
+from accpy.targets.library import TargetLibrary, register_library
+from accpy.targets.vector_isa import DotProduct, VectorISA, VectorShape
 from accpy.targets.toolchain import Toolchain
 
 S = ScalarType
@@ -67,12 +68,12 @@ def _shape(dtype, sfx, ctype, lanes, extra=None):
            "add": "(({a}) + ({b}))", "sub": "(({a}) - ({b}))", "mul": "(({a}) * ({b}))",
            "fma": "(({a}) * ({b}) + ({c}))", "hadd": f"toy_hadd_{sfx}({{a}})",
            "select": f"toy_select_{sfx}({{m}}, {{a}}, {{b}})"}
-    return VectorISA("toy", dtype, lanes, ctype, ops, (), extra or {})
+    return VectorShape("toy", dtype, lanes, ctype, ops, (), extra or {})
 
 
 SHAPES = {S.float32: _shape(S.float32, "f32", "toy_f32x4", 4),
           S.int32: _shape(S.int32, "i32", "toy_i32x4", 4, {"toy_dot8": "toy_dot8({c}, {a}, {b})"})}
-BYTES = VectorISA("toy", S.int8, 32, "toy_i8x32", {
+BYTES = VectorShape("toy", S.int8, 32, "toy_i8x32", {
     "mask": "({n})", "load": "toy_load_i8({p})", "mload": "toy_mload_i8({p}, {m})",
     "bcast": "toy_bcast8({p}, 8)", "bcast_part": "toy_bcast8({p}, {n})",
     "mload_groups": "toy_mload_groups({p}, {g}, {k}, {n})"})
@@ -101,6 +102,30 @@ class ToyToolchain(Toolchain):
 TOY_TOOLCHAIN = ToyToolchain()
 
 
+class ToyISA(VectorISA):
+    """The toy's vector ISA: float32 and int32 in 4 lanes, int8 as the dot product's operands."""
+
+    name = "toy vectors"
+
+    def shape(self, dtype):
+        return SHAPES.get(dtype)
+
+    def shape_of(self, dtype, lanes):
+        for isa in (SHAPES.get(dtype), BYTES if dtype is S.int8 else None):
+            if isa is not None and isa.lanes == lanes:
+                return isa
+        return None
+
+    def supports(self, dtype, op):
+        return dtype is S.int32 if op == DOT.op else super().supports(dtype, op)
+
+    def dot_products(self):
+        return (DOT,)
+
+    def prelude(self) -> str:
+        return PRELUDE
+
+
 class ToyLibrary(TargetLibrary):
     name = "toy vectors"
 
@@ -110,30 +135,11 @@ class ToyLibrary(TargetLibrary):
     def applies_to(self, target) -> bool:
         return target.name == "Toy4"
 
-    def vector_shape(self, target, dtype):
-        return SHAPES.get(dtype)
-
-    def vector_shape_of(self, dtype, lanes, target=None):
-        for isa in (SHAPES.get(dtype), BYTES if dtype is S.int8 else None):
-            if isa is not None and isa.lanes == lanes and (target is None or self.applies_to(target)):
-                return isa
-        return None
-
-    def lane_shape(self, target, dtype, lanes):
-        isa = SHAPES.get(dtype)
-        return isa if isa is not None and isa.lanes == lanes else None
-
-    def supports_vector_op(self, target, dtype, op):
-        if op == DOT.op:
-            return dtype is S.int32
-        isa = SHAPES.get(dtype)
-        return isa is not None and isa.template(op) is not None
+    def vector_isa(self, target):
+        return ToyISA(target)
 
     def dot_products(self, target=None):
         return (DOT,)
-
-    def vector_prelude(self, target) -> str:
-        return PRELUDE
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 `vfmaq_f32`), 8 x float16 (with the half-precision extension), 4 x int32, 8 x int16 / uint16, 16 x
 int8 / uint8 (also the operands of the dot products SDOT / UDOT, `vdotq_s32` / `vdotq_u32`).
 
-Templates use the placeholders of targets/library.py `VectorISA`. Neon has no mask registers and no
+Templates use the placeholders of targets/vector_isa.py `VectorShape`. Neon has no mask registers and no
 masked loads or stores: a mask is a vector with every bit set in its active lanes (as the
 comparisons give), and a masked load or store moves only the active lanes, one element at a time
 (the helpers of `PRELUDE`), so a vector loop's tail never touches memory past its last element.
@@ -13,7 +13,7 @@ the others combine lanes in order.
 from __future__ import annotations
 
 from ...ir.types import ScalarType
-from ..library import DotProduct, VectorISA
+from ..vector_isa import DotProduct, VectorShape
 
 F32, I32, I8, U8 = ScalarType.float32, ScalarType.int32, ScalarType.int8, ScalarType.uint8
 
@@ -114,7 +114,7 @@ ACCPY_NEON_GROUPS(uint16_t, uint16x8_t, 8, u16)
 _CMP = {"lt": "vcltq", "le": "vcleq", "gt": "vcgtq", "ge": "vcgeq", "eq": "vceqq"}
 
 
-def _shape(dtype: ScalarType) -> VectorISA:
+def _shape(dtype: ScalarType) -> VectorShape:
     """The 128-bit register of `dtype` lanes: memory (masked and strided lane by lane), arithmetic,
     compares and selects, reductions."""
     sfx, ct, vt, n, msfx, mct = _TYPES[dtype]
@@ -198,7 +198,7 @@ def _shape(dtype: ScalarType) -> VectorISA:
         # the other signedness of the same width: the same bits (the scalar cast wraps)
         ops["from_" + other.name] = f"vreinterpretq_{sfx}_{_TYPES[other][0]}({{a}})"
     features = ("asimd", "asimdhp") if dtype is F16 else ("asimd",)
-    return VectorISA("neon", dtype, n, vt, ops, features, extra)
+    return VectorShape("neon", dtype, n, vt, ops, features, extra)
 
 
 SHAPES = {t: _shape(t) for t in _TYPES}
@@ -207,7 +207,7 @@ SHAPES[F32].extra["bfdot2"] = "vbfdotq_f32({c}, {a}, {b})"  # BFDOT (FEAT_BF16):
 # bfloat16 lanes only as BFDOT's operands (accpy keeps bfloat16 as its 16-bit patterns): loads, a
 # pair of 32 bits repeated in every slot, partial pairs
 _BF16 = "vreinterpretq_bf16_u16({x})"
-OPERANDS = {ScalarType.bfloat16: VectorISA("neon", ScalarType.bfloat16, 8, "bfloat16x8_t", {
+OPERANDS = {ScalarType.bfloat16: VectorShape("neon", ScalarType.bfloat16, 8, "bfloat16x8_t", {
     "mask": "accpy_neon_mask_u16({n})",
     "load": _BF16.format(x="vld1q_u16((const uint16_t*)({p}))"),
     "mload": _BF16.format(x="accpy_neon_mload_u16({p}, {m})"),

@@ -2,7 +2,8 @@
 target's `vector_bytes`: 32 for 256-bit SVE, e.g. acc.Target("Neoverse V1")): float64, float32,
 int32 and the int8 / uint8 operands of SVE's SDOT / UDOT.
 
-Tails are predicated: a mask is an `svbool_t` (`svwhilelt`: the first {n} lanes), and masked loads
+The shapes are scalable (`VectorShape.scalable`: `svcntw()` lanes of 32 bits, ...); their `lanes`
+count those of the length compiled for. Tails are predicated: a mask is an `svbool_t` (`svwhilelt`: the first {n} lanes), and masked loads
 and stores, gathers and scatters touch only the active lanes. Operations on whole registers run
 under an all-true predicate. Code for one vector length runs only on CPUs of that length (the
 toolchain's guard checks it at every call, with RDVL).
@@ -10,13 +11,15 @@ toolchain's guard checks it at every call, with RDVL).
 from __future__ import annotations
 
 from ...ir.types import ScalarType
-from ..library import VectorISA
+from ..vector_isa import VectorShape
 
 F64, F32, I32, I8, U8 = ScalarType.float64, ScalarType.float32, ScalarType.int32, ScalarType.int8, ScalarType.uint8
 # element type -> (suffix, C element type, vector type, predicate width, index type for gathers)
 _TYPES = {F64: ("f64", "double", "svfloat64_t", "b64", "s64"), F32: ("f32", "float", "svfloat32_t", "b32", "s32"),
           I32: ("s32", "int32_t", "svint32_t", "b32", "s32"), I8: ("s8", "int8_t", "svint8_t", "b8", "s8"),
           U8: ("u8", "uint8_t", "svuint8_t", "b8", "u8")}
+# the lane count of a predicate width at run time (the register length is the CPU's: SVE is scalable)
+_COUNT = {"b64": "svcntd()", "b32": "svcntw()", "b16": "svcnth()", "b8": "svcntb()"}
 _CMP = {"lt": "svcmplt", "le": "svcmple", "gt": "svcmpgt", "ge": "svcmpge", "eq": "svcmpeq",
         "ne": "svcmpne"}  # (FCMNE is true on NaN, as C's !=)
 
@@ -38,7 +41,7 @@ def prelude(vector_bytes: int) -> str:
     return "\n".join(out + ["#endif"]) + "\n"
 
 
-def _shape(dtype: ScalarType, vector_bytes: int) -> VectorISA:
+def _shape(dtype: ScalarType, vector_bytes: int) -> VectorShape:
     sfx, ct, vt, b, ix = _TYPES[dtype]
     lanes = vector_bytes * 8 // dtype.bits
     pg = f"svptrue_{b}()"
@@ -61,7 +64,7 @@ def _shape(dtype: ScalarType, vector_bytes: int) -> VectorISA:
                              f"(uint8_t)({{g}} - 1)), (uint8_t)({{k}})), ({{n}}) < 0 ? {pg} : "
                              f"svwhilelt_b8((int64_t)0, (int64_t)({{n}}))), (const {ct}*)({{p}}))"),
         })
-        return VectorISA("sve", dtype, lanes, vt, ops, ("sve",))
+        return VectorShape("sve", dtype, lanes, vt, ops, ("sve",), scalable=_COUNT[b])
     for k, v in _CMP.items():
         ops["cmp_" + k] = f"{v}_{sfx}({pg}, {{a}}, {{b}})"
     for op in ("add", "sub", "mul"):
@@ -108,14 +111,14 @@ def _shape(dtype: ScalarType, vector_bytes: int) -> VectorISA:
         extra["sdot4"] = "svdot_s32({c}, {a}, {b})"
         extra["udot4"] = "svreinterpret_s32_u32(svdot_u32(svreinterpret_u32_s32({c}), {a}, {b}))"
         extra["usdot4"] = "svusdot_s32({c}, {a}, {b})"
-    return VectorISA("sve", dtype, lanes, vt, ops, ("sve",), extra)
+    return VectorShape("sve", dtype, lanes, vt, ops, ("sve",), extra, scalable=_COUNT[b])
 
 
-def _bf16_operands(vector_bytes: int) -> VectorISA:
+def _bf16_operands(vector_bytes: int) -> VectorShape:
     """bfloat16 lanes as BFDOT's operands (kept as 16-bit patterns): loads, a repeated pair, partial pairs."""
     pg = "svptrue_b16()"
     bf = "svreinterpret_bf16_u16({x})"
-    return VectorISA("sve", ScalarType.bfloat16, vector_bytes // 2, "svbfloat16_t", {
+    return VectorShape("sve", ScalarType.bfloat16, vector_bytes // 2, "svbfloat16_t", {
         "mask": "svwhilelt_b16((int64_t)0, (int64_t)({n}))",
         "load": bf.format(x=f"svld1_u16({pg}, (const uint16_t*)({{p}}))"),
         "mload": bf.format(x="svld1_u16({m}, (const uint16_t*)({p}))"),
@@ -124,7 +127,7 @@ def _bf16_operands(vector_bytes: int) -> VectorISA:
         "mload_groups": bf.format(x=(f"svld1_u16(svand_b_z({pg}, svcmplt_n_u16({pg}, svand_n_u16_x({pg}, "
                                      f"svindex_u16(0, 1), (uint16_t)({{g}} - 1)), (uint16_t)({{k}})), ({{n}}) < 0 ? "
                                      f"{pg} : svwhilelt_b16((int64_t)0, (int64_t)({{n}}))), (const uint16_t*)({{p}}))")),
-    }, ("sve", "bf16"))
+    }, ("sve", "bf16"), scalable=_COUNT["b16"])
 
 
 _SHAPES: dict = {}
