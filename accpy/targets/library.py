@@ -5,7 +5,8 @@ A target library describes one piece of hardware as data plus a few hooks, in si
 * memories and intrinsics (`memories`, `intrinsics`): a `Memory` says how big a target memory is
   and whether host code may touch it; an `Intrinsic` is a C template plus a reference body
   (numpy), and may write or read *configuration state* (hoisted by lower/config.py);
-* the vector ISA `vectorize` emits (`vector_shape`, `vector_shape_of`, `supports_vector_op`);
+* the vector ISA `vectorize` emits (`vector_isa`: a `VectorISA`, vector_isa.py: register shapes
+  with their templates, lanes, its dot products as data);
 * the tensor unit (`tensor_unit`: a `TensorUnit`, tensor_unit.py): its memories, placement and
   copies, tensor instructions, operand layouts and tile matching, which the generic passes
   lower/target_memory.py and lower/tensorize.py call;
@@ -20,10 +21,11 @@ A target library describes one piece of hardware as data plus a few hooks, in si
 The vector ISA's dot products are data (`dot_products`: `DotProduct` rows, neutral operation x
 element types -> the template of the instruction, in the library's own file).
 
-A library is registered once (`register_library`); `Target.libraries` lists those that apply to
-a target (`applies_to`). Every hook has a default meaning "this library does not do that", so a
-library implements only its groups. accpy's libraries: the x86 vector ISA (targets/x86.py) and
-Gemmini (targets/gemmini/). Adding a target: README "Adding a target".
+A library is registered once (`register_library`): the built-in ones by registry.py, in its order;
+`Target.libraries` lists those that apply to a target (`applies_to`), and a target resolves its
+vector ISA once (`Target.vector_isa`: the first of them that gives one). Every hook has a default
+meaning "this library does not do that", so a library implements only its groups. Adding a
+target: README "Adding a target".
 """
 from __future__ import annotations
 
@@ -32,59 +34,7 @@ from typing import Callable, Optional
 
 from ..ir.expr import as_int
 from ..ir.types import ScalarType
-
-
-@dataclass(frozen=True)
-class VectorISA:
-    """One vector register shape (`lanes` x `dtype`) and the C templates of its operations.
-
-    Templates use `{a}`, `{b}`, `{c}` (operands), `{p}` (address), `{m}` (lane mask), `{n}` (lane
-    count), `{s}` (stride in elements). A dot product's operand of which every group holds only
-    its first elements (the tail of a reduction that is no multiple of the group) is loaded with
-    `mload` and the mask `group_mask` gives, or, for a shape without such masks, with the template
-    `mload_groups` ({p}; {g} the group, {k} the elements read of each, {n} the active elements or
-    -1 for all of them)."""
-
-    name: str  # "avx512" | "avx2" | "neon" ...
-    dtype: ScalarType
-    lanes: int
-    ctype: str
-    ops: dict = field(hash=False, compare=False)
-    features: tuple = ()  # cpu features the templates need
-    extra: dict = field(default_factory=dict, hash=False, compare=False)  # gathers, scatters, products
-
-    def template(self, op: str) -> Optional[str]:
-        """The C template of `op`, or None when this shape has no instruction for it."""
-        t = self.ops.get(op)
-        return t if t is not None else self.extra.get(op)
-
-    @property
-    def mask_expr(self) -> str:
-        """C for the mask of the first {n} lanes (n in 0..lanes)."""
-        return self.ops["mask"]
-
-    def group_mask(self, lanes: int, group: int, part: int, count_mask: Optional[str]) -> Optional[str]:
-        """C of the `mload` mask of the first `part` elements of every `group` of `lanes` (and of the
-        active elements only, `count_mask` being their mask, when not None); None: this shape has
-        no such masks (`mload_groups` instead)."""
-        return None
-
-
-@dataclass(frozen=True)
-class DotProduct:
-    """A dot-product instruction of a vector ISA, as data: per lane of the `acc` shape, the sum of
-    `group` products of adjacent elements of the two operands (element types `factors`, in the
-    instruction's operand order), added into the accumulator by the instruction itself
-    (`accumulates`) or by a separate add. `op` names the template of the accumulator's shape
-    ({c} + dot({a}, {b}) when accumulating, else dot({a}, {b})); `moves`: how many elements an
-    operand may move per lane (`group`: a group per lane; 0: one group repeated in every lane)."""
-
-    op: str
-    group: int
-    acc: ScalarType
-    factors: tuple
-    accumulates: bool
-    moves: tuple
+from .vector_isa import DotProduct, VectorISA, VectorShape  # noqa: F401  (the vector interface's types)
 
 
 @dataclass(frozen=True)
@@ -180,28 +130,14 @@ class TargetLibrary:
         return False
 
     # -- vector ISA ----------------------------------------------------------------------------------
-    def vector_shape(self, target, dtype: ScalarType):
-        """The widest vector register shape (an object with `name`, `dtype`, `lanes`, `ctype`,
-        `template(op)`) `target` offers for `dtype`, or None."""
+    def vector_isa(self, target) -> Optional[VectorISA]:
+        """The `VectorISA` (vector_isa.py) code for `target` uses from this library, or None (no vector
+        instructions). Asked once per target (`Target.vector_isa`)."""
         return None
-
-    def vector_shape_of(self, dtype: ScalarType, lanes: int, target=None):
-        """The shape of `lanes` x `dtype` (operand-only shapes included) for codegen, or None;
-        `target` (when known) picks among shapes of that many lanes (e.g. 16 x int16 in a 256-bit
-        register, or widened to 32-bit lanes in a 512-bit one)."""
-        return None
-
-    def lane_shape(self, target, dtype: ScalarType, lanes: int):
-        """The shape holding `lanes` values of `dtype` on `target` in one vector loop with another
-        shape of that many lanes (its own, or a narrow type widened to wider lanes), or None."""
-        return None
-
-    def supports_vector_op(self, target, dtype: ScalarType, op: str) -> bool:
-        """Whether `target` has the vector operation `op` (e.g. "madd16") on `dtype` lanes."""
-        return False
 
     def dot_products(self, target=None) -> tuple:
-        """The dot-product instructions (`DotProduct`) `target` has in this library (None: all of them)."""
+        """The dot-product instructions (`DotProduct`) of this library's vector ISA: all of them (None),
+        or those `target` has."""
         return ()
 
     def operand_group(self, target, dtype: ScalarType) -> Optional[int]:
@@ -220,10 +156,6 @@ class TargetLibrary:
     def precompiled_header(self) -> Optional[str]:
         """C text worth precompiling for kernels with vector code (e.g. a large system header)."""
         return None
-
-    def vector_prelude(self, target) -> str:
-        """C a package with vector code for `target` needs before its kernels (headers, helpers), or ""."""
-        return ""
 
     # -- tensor unit ---------------------------------------------------------------------------------
     def tensor_unit(self, target):
@@ -287,8 +219,18 @@ def register_library(lib: TargetLibrary) -> TargetLibrary:
 
 
 def libraries() -> tuple:
-    """Every registered library (the built-in ones register when accpy.targets is imported)."""
+    """Every registered library (the built-in ones by registry.py, when accpy.targets is imported)."""
     return tuple(_LIBRARIES)
+
+
+def vector_isa_for(target) -> VectorISA:
+    """The vector ISA of `target`: the first of its libraries' that gives one, else one without
+    vectors (`Target.vector_isa` keeps it)."""
+    for lib in libraries_for(target):
+        isa = lib.vector_isa(target)
+        if isa is not None:
+            return isa
+    return VectorISA(target)
 
 
 def libraries_for(target) -> tuple:
@@ -312,12 +254,8 @@ def memory(name: str) -> Optional[Memory]:
 
 
 def vector_shape(target, dtype: ScalarType):
-    """The widest vector shape any of `target`'s libraries offers for `dtype`, or None."""
-    for lib in libraries_for(target):
-        s = lib.vector_shape(target, dtype)
-        if s is not None:
-            return s
-    return None
+    """The widest vector shape of `dtype` on `target` (`target.vector_isa.shape(dtype)`), or None."""
+    return target.vector_isa.shape(dtype)
 
 
 def grouped_block(target, dtype: ScalarType) -> tuple:
@@ -333,46 +271,14 @@ def grouped_block(target, dtype: ScalarType) -> tuple:
     return rows, cols
 
 
-def lane_shape(target, dtype: ScalarType, lanes: int):
-    """The shape of `lanes` x `dtype` a vector loop of that many lanes uses on `target`, or None."""
-    for lib in libraries_for(target):
-        s = lib.lane_shape(target, dtype, lanes)
-        if s is not None:
-            return s
-    return None
-
-
 def has_vectors(target) -> bool:
-    """Whether `target` has a vector ISA `vectorize` can emit (for some element type)."""
-    return any(vector_shape(target, t) is not None for t in (ScalarType.float32, ScalarType.int32))
-
-
-def supports_vector_op(target, dtype: ScalarType, op: str) -> bool:
-    """Whether one of `target`'s libraries has the vector operation `op` on `dtype`."""
-    return any(lib.supports_vector_op(target, dtype, op) for lib in libraries_for(target))
-
-
-def vector_shape_of(dtype: ScalarType, lanes: int, target=None):
-    """The registered vector shape of `lanes` x `dtype` (codegen's lookup), the one code for
-    `target` uses when it is given; KeyError if none."""
-    for lib in (libraries_for(target) if target is not None else ()) + tuple(_LIBRARIES):
-        s = lib.vector_shape_of(dtype, lanes, target)
-        if s is not None:
-            return s
-    raise KeyError(f"no vector instructions for {lanes} x {dtype.name}")
-
-
-def dot_products(target) -> tuple:
-    """The dot-product instructions of `target`'s libraries (`DotProduct`), in registration order."""
-    out = []
-    for lib in libraries_for(target):
-        out.extend(lib.dot_products(target))
-    return tuple(out)
+    """Whether `target` has a vector ISA `vectorize` can emit (`target.vector_isa.has_vectors`)."""
+    return target.vector_isa.has_vectors
 
 
 def vector_prelude(target) -> str:
-    """The C every library of `target` needs before kernels with vector code ("" for none)."""
-    return "".join(lib.vector_prelude(target) for lib in libraries_for(target))
+    """The C `target`'s vector ISA needs before kernels with vector code ("" for none)."""
+    return target.vector_isa.prelude()
 
 
 def all_dot_products() -> tuple:

@@ -14,7 +14,7 @@ template, run on the functional model, against its body).
 """
 from __future__ import annotations
 
-from ..library import LibraryPass, NativeUnit, TargetLibrary, register_library
+from ..library import LibraryPass, NativeUnit, TargetLibrary
 from ..tensor_unit import TensorUnit
 from . import layout, machine, runtime, tiles
 from .reuse import reuse_weights
@@ -105,4 +105,4 @@ class GemminiLibrary(TargetLibrary):
         return {s: getattr(runtime, s) for s in runtime.FUNCTIONS}
 
 
-GEMMINI = register_library(GemminiLibrary())
+GEMMINI = GemminiLibrary()  # registered by registry.py

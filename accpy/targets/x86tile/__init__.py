@@ -8,7 +8,7 @@ uses the functional model (native/x86tile/accpy_x86tile.h), bit for bit the same
 """
 from __future__ import annotations
 
-from ..library import LibraryPass, NativeUnit, TargetLibrary, register_library
+from ..library import LibraryPass, NativeUnit, TargetLibrary
 from ..tensor_unit import OperandLayout, TensorUnit
 from . import machine, tiles  # noqa: F401  (the numpy semantics)
 from .intrinsics import EMULATED, FEATURES, HARDWARE, INTRINSICS, SPACE, TILE_MEMORY  # noqa: F401
@@ -122,5 +122,6 @@ class X86TileLibrary(TargetLibrary):
                              f"acc.Target.HOST(extra=(('x86tile', 'emulate'),)) runs the functional model)")
 
 
-X86TILE = register_library(X86TileLibrary(emulate=False))
-X86TILE_MODEL = register_library(X86TileLibrary(emulate=True))
+# registered by registry.py
+X86TILE = X86TileLibrary(emulate=False)
+X86TILE_MODEL = X86TileLibrary(emulate=True)
