@@ -10,17 +10,23 @@ from collections.abc import Mapping
 
 from ..ir.expr import BinOp, Call, Cast, Load, Var
 from ..ir.stmt import Store
-from ..targets.library import all_dot_products
+from ..targets.library import all_dot_products, libraries
 from ..targets.vector_isa import DotProduct
 from .lanes import NotVectorizable, access_offset, lane_coef
 
 
 class _ProductOps(Mapping):
-    """{operation name: DotProduct} of every registered library (read when asked: a library
-    registered later is seen)."""
+    """{operation name: DotProduct} of every registered library (built again when the registry
+    changes: a library registered later is seen)."""
+
+    def __init__(self):
+        self._key, self._ops = None, {}
 
     def _table(self) -> dict:
-        return {p.op: p for p in all_dot_products()}
+        key = libraries()
+        if key != self._key:
+            self._key, self._ops = key, {p.op: p for p in all_dot_products()}
+        return self._ops
 
     def __getitem__(self, op: str) -> DotProduct:
         return self._table()[op]
