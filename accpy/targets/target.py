@@ -43,6 +43,7 @@ from .features import (_HAS, ARM_FEATURES, GPU_RUNTIMES, Architecture, Category,
                        normalize_extensions, widest_vector)
 from .host import _host_values
 from .library import libraries, libraries_for, vector_isa_for
+from .tensor_unit import tensor_units
 from .models import lookup
 from .toolchain import toolchain_for
 
@@ -363,6 +364,13 @@ class Target:
             got = (key, vector_isa_for(self(**{})._seal()))
             object.__setattr__(self, "_vector_isa", got)
         return got[1]
+
+    @property
+    def tensor_units(self) -> tuple:
+        """((library, TensorUnit), ...) of its libraries with memories or tensor instructions
+        (targets/tensor_unit.py): a cache's memory picks the unit placing it, a tensorize request's
+        intrinsic the unit matching it."""
+        return tensor_units(self)
 
     @property
     def toolchain(self):

@@ -259,7 +259,8 @@ def test_one_library_gives_the_memory_and_the_tiles(registry, tmp_path):
     lib = _ToyLibrary("toy tensor", "ToyT", ToyUnit(), (TOY_ACC,), (ZERO, LOAD, STORE, DOT))
     registry(lib)
     target = _target("ToyT")
-    assert tensor_units(target) == ((lib, lib.unit),) and memory_unit(target, "toy_acc") == (lib, lib.unit)
+    assert tensor_units(target) == target.tensor_units == ((lib, lib.unit),)
+    assert memory_unit(target, "toy_acc") == (lib, lib.unit)
     nest, plan, args = _matmul(target)
     code = _build_and_check(nest, plan, args, tmp_path, "mm")
     # every tile a call of the toy's instruction (full 4 x 4 x 8 tiles, and the tails' 2 rows,
