@@ -34,7 +34,7 @@ from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
-from ..targets.library import grouped_block, libraries_for, memory, vector_shape
+from ..targets.library import grouped_block, libraries_for, memory
 from .cache_levels import resolved_level, single_iteration_sites
 from .grouped_copy import grouped_copy
 
@@ -195,7 +195,7 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
     rank = info.source.rank
     shape = [max(b.ext_max[k] for b in blocks) for k in range(rank)]
     # rows a whole number of vectors long: vector slots never straddle two rows (registers)
-    isa = vector_shape(info.target, info.dtype) if info.target is not None else None
+    isa = info.target.vector_isa.shape(info.dtype) if info.target is not None else None
     if isa is not None and shape and not info.layout_last and shape[-1] > 1 and info.group == 1:
         shape[-1] = -(-shape[-1] // isa.lanes) * isa.lanes
     line = 64 // max(1, info.dtype.bits // 8)  # elements per cache line
@@ -407,7 +407,9 @@ class _Rewrite(Mutator):
     def _vectorizable_copy(self) -> bool:
         src = self.info.source
         last = to_affine(src.strides[-1]) if src.strides else None
-        return (vector_shape(self.info.target, self.info.dtype) is not None and self.info.dtype is src.dtype
+        target = self.info.target
+        return (target is not None and target.vector_isa.shape(self.info.dtype) is not None
+                and self.info.dtype is src.dtype
                 and last is not None and last.is_const and last.const == 1 and not self.info.layout_last
                 and self.info.panel == 1)  # (a vector may not cross column panels)
 

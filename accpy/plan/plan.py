@@ -13,7 +13,7 @@ from ..nest.recording import Recording
 from ..schedule.space import unknown_index
 from ..schedule.visualize import points, visualize
 from ..targets import Target
-from ..targets.library import has_vectors, libraries
+from ..targets.library import libraries
 from ..targets.tensor_unit import resolve_tensorize
 from .auto import AutoPlanning
 from .cache import Cache
@@ -223,7 +223,7 @@ class Plan(RuntimePacking, AutoPlanning):
 
         self._dim_var(index)
         self._not_fusing(index, "vectorize")
-        if not has_vectors(self._target):
+        if not self._target.vector_isa.has_vectors:
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
         space = self._schedule.space
         pos = space.position(index)

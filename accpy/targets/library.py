@@ -253,11 +253,6 @@ def memory(name: str) -> Optional[Memory]:
     return _MEMORIES.get(name)
 
 
-def vector_shape(target, dtype: ScalarType):
-    """The widest vector shape of `dtype` on `target` (`target.vector_isa.shape(dtype)`), or None."""
-    return target.vector_isa.shape(dtype)
-
-
 def grouped_block(target, dtype: ScalarType) -> tuple:
     """(rows, columns) of the whole blocks grouped caches of `dtype` take on `target`: the largest
     B-operand block (`TensorUnit.operand_layout`) of its tensor units ((1, 1): none). The cache
@@ -269,16 +264,6 @@ def grouped_block(target, dtype: ScalarType) -> tuple:
         if lay is not None:
             rows, cols = max(rows, lay.block[0]), max(cols, lay.block[1])
     return rows, cols
-
-
-def has_vectors(target) -> bool:
-    """Whether `target` has a vector ISA `vectorize` can emit (`target.vector_isa.has_vectors`)."""
-    return target.vector_isa.has_vectors
-
-
-def vector_prelude(target) -> str:
-    """The C `target`'s vector ISA needs before kernels with vector code ("" for none)."""
-    return target.vector_isa.prelude()
 
 
 def all_dot_products() -> tuple:

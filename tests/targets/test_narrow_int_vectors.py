@@ -21,7 +21,6 @@ import pytest
 import accpy as acc
 from accpy.nest.reference import evaluate
 from accpy.package.sources import runtime_text
-from accpy.targets.library import vector_shape
 from accpy.testing import run
 from support.cpu import cpu_flags
 
@@ -127,7 +126,7 @@ def check_against_numpy_and_reference(plan, args, data, want: dict):
 @pytest.mark.parametrize("dtype", NARROW, ids=lambda t: t.name)
 @pytest.mark.parametrize("target", [acc.Target.HOST, pytest.param(SSE, marks=needs_sse41)], ids=["host", "sse"])
 def test_every_operation_matches_numpy_and_the_reference(dtype, target):
-    shape = vector_shape(target, dtype)
+    shape = target.vector_isa.shape(dtype)
     assert shape is not None
     # two whole vectors and a tail of 5 lanes (masked; moved one by one where the ISA has no masks)
     n = 2 * shape.lanes + 5
@@ -193,7 +192,7 @@ def reduction_plan(dtype: S, n: int, target):
 @pytest.mark.parametrize("target", [acc.Target.HOST, pytest.param(SSE, marks=needs_sse41)], ids=["host", "sse"])
 def test_reductions_across_the_lanes_wrap(dtype, target, tmp_path):
     """Sums and products wrap around (in any order: modular arithmetic), min / max are exact."""
-    n = 3 * vector_shape(target, dtype).lanes + 7
+    n = 3 * target.vector_isa.shape(dtype).lanes + 7
     plan, args = reduction_plan(dtype, n, target)
     vector_code(plan)
     a, _ = operands(dtype, n, seed=1)
@@ -248,7 +247,7 @@ def test_runtime_sizes_and_split_tails(dtype):
     plan = nest.create_schedule().create_plan(acc.Target.HOST)
     plan.vectorize(j)
     vector_code(plan)
-    for n in (0, 1, vector_shape(acc.Target.HOST, dtype).lanes, 77):
+    for n in (0, 1, acc.Target.HOST.vector_isa.shape(dtype).lanes, 77):
         a = np.stack([operands(dtype, n, seed=k)[0] for k in range(3)]) if n else np.zeros((3, 0), dtype.dtype)
         o = np.stack([operands(dtype, n, seed=k)[1] for k in range(3)]) if n else np.zeros((3, 0), dtype.dtype)
         with np.errstate(over="ignore"):

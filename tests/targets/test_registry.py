@@ -94,7 +94,17 @@ def test_a_target_without_vectors():
     isa = t.vector_isa
     assert type(isa) is VectorISA and not isa.has_vectors and isa.shape(S.float32) is None
     assert isa.lanes(S.float32) == 0 and isa.dot_products() == () and isa.prelude() == ""
-    assert not library.has_vectors(t)
+    X = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,), name="X")
+    nest = acc.Nest(shape=(8,))
+    i = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        X[i] += 1.0
+
+    plan = nest.create_schedule().create_plan(t)
+    with pytest.raises(RuntimeError, match="^vectorize: target custom has no vector instructions accpy can use$"):
+        plan.vectorize(i)
 
 
 def test_arm_vector_isas():

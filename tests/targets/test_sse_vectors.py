@@ -16,7 +16,6 @@ import pytest
 
 import accpy as acc
 from accpy.nest.reference import evaluate
-from accpy.targets.library import vector_shape
 from support.cpu import cpu_flags
 
 ST = acc.ScalarType
@@ -81,23 +80,23 @@ def test_a_16_byte_target_gets_sse_shapes():
               SKX(vector_bytes=16)):
         assert t.vector_bytes == 16
         for dtype, lanes, ctype in ((F32, 4, "__m128"), (F64, 2, "__m128d"), (I32, 4, "__m128i")):
-            s = vector_shape(t, dtype)
+            s = t.vector_isa.shape(dtype)
             assert (s.name, s.lanes, s.ctype) == ("sse", lanes, ctype)
 
 
 def test_an_avx512_model_told_32_bytes_gets_avx2_shapes():
     t = SKX(vector_bytes=32)
-    assert [(vector_shape(t, d).name, vector_shape(t, d).lanes) for d in (F32, F64, I32)] == \
+    assert [(t.vector_isa.shape(d).name, t.vector_isa.shape(d).lanes) for d in (F32, F64, I32)] == \
         [("avx2", 8), ("avx2", 4), ("avx2", 8)]
-    assert vector_shape(SKX, F32).name == "avx512"
+    assert SKX.vector_isa.shape(F32).name == "avx512"
 
 
 def test_sse41_without_avx2_gets_sse_shapes_and_sse2_alone_none():
     # Accera's Skylake Pentium: SSE4.1 / SSE4.2 only, 32 vector bytes in its row
     pentium = acc.Target("Intel G4520")
-    assert not pentium.has("avx2") and vector_shape(pentium, F32).name == "sse"
+    assert not pentium.has("avx2") and pentium.vector_isa.shape(F32).name == "sse"
     plain = acc.Target("HOST", extensions=("sse", "sse2"), vector_bytes=16)
-    assert vector_shape(plain, F32) is None
+    assert plain.vector_isa.shape(F32) is None
     nest = acc.Nest(shape=(8,))
     i, = nest.get_indices()
     plan = nest.create_plan(plain)
