@@ -190,7 +190,7 @@ def test_python_module_and_load(tmp_path):
 
 def test_model_errors_surface_as_kernel_errors(tmp_path, monkeypatch):
     # a broken tile expansion (weights never preloaded) must be caught by the strict model
-    def broken(t, first_iteration=None):
+    def broken(t):
         return block(g.call(g.CONFIG_EX, t.c_stride, t.a_stride),
                      g.call(g.PRELOAD, Const(g.gm.GARBAGE_ADDR), t.c, t.tj, t.tk, t.tj, t.ti),
                      g.call(g.COMPUTE_ACCUMULATED, t.a, Const(g.gm.GARBAGE_ADDR), t.tk, t.ti, 16, 16))
