@@ -49,6 +49,7 @@ class X86TileUnit(TensorUnit):
 
     @property
     def ops(self) -> dict:
+        """The tile intrinsics by name: the functional model's or the hardware's."""
         return EMULATED if self.emulate else HARDWARE
 
     def tensor_intrinsic(self, spec):
