@@ -8,7 +8,6 @@ and renamed into place, so concurrent builds into one directory never see torn f
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -26,6 +25,7 @@ from typing import Optional
 from ..errors import CompileError
 from .. import paths
 from ..paths import cache_dir
+from ..targets.toolchain import compiler_identity  # noqa: F401  (part of every cache key; tune/ reads it here)
 from .sources import PRELUDE_END
 
 CC = os.environ.get("ACCPY_CC", "gcc")
@@ -54,16 +54,6 @@ def optimization(level: str):
 def base_cflags() -> list:
     """BASE_CFLAGS with the optimization level in effect."""
     return ([_opt_override[-1]] + BASE_CFLAGS[1:]) if _opt_override else list(BASE_CFLAGS)
-
-
-@functools.lru_cache(maxsize=None)
-def compiler_identity(cc: str) -> str:
-    """The first line of `cc --version` (part of every cache key)."""
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-        return out.stdout.splitlines()[0] if out.stdout else cc
-    except (OSError, subprocess.SubprocessError) as e:
-        raise CompileError(f"the C compiler `{cc}` cannot be run: {e}") from None
 
 
 def cache_key(*parts: str) -> str:

@@ -12,10 +12,14 @@ the x86 one in targets/x86_toolchain.py, AArch64's in targets/arm/.
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
+import subprocess
 from typing import Optional
+
+from ..errors import CompileError
 
 from .library import libraries
 
@@ -29,6 +33,16 @@ def host_machine() -> str:
     """This machine's architecture as `platform.machine()` spells it, normalized ("x86_64", "aarch64")."""
     m = platform.machine().lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    """The first line of `cc --version` (part of every cache key)."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return out.stdout.splitlines()[0] if out.stdout else cc
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"the C compiler `{cc}` cannot be run: {e}") from None
 
 
 class Toolchain:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import CompileError
 from ...paths import cache_dir, native_file
+from ..toolchain import HOST_TOOLCHAIN, compiler_identity
 from .machine import (ACC_BIT, ACC_SCALE_IDENTITY, DIM, FULL_BIT, GARBAGE_ADDR, MAX_BYTES, MVIN_SCALE_IDENTITY,
                       NO_ACTIVATION, WEIGHT_STATIONARY)
 
@@ -47,22 +48,13 @@ def _declarations(header_text: str) -> str:
     return struct + "\n" + "\n".join(" ".join(f.split()) for f in funcs)
 
 
-def _compiler_line(cc: str) -> str:
-    """The first line of `cc --version` (part of the cache key)."""
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise CompileError(f"the C compiler `{cc}` cannot be run: {e}") from None
-    return out.stdout.splitlines()[0] if out.stdout else cc
-
-
 def library_path() -> Path:
     """The model compiled by the host C compiler ($ACCPY_CC, else gcc) as a standalone shared library,
     built once per source, flags and compiler (a model of its own, not a package: no package build)."""
-    cc = os.environ.get("ACCPY_CC", "gcc")
+    cc = HOST_TOOLCHAIN.cc
     src, hdr = native_file("gemmini/gemmini_model.c"), native_file("gemmini/gemmini.h")
     h = hashlib.sha256()
-    for part in (src.read_text(), hdr.read_text(), " ".join(_BUILD_FLAGS), _compiler_line(cc)):
+    for part in (src.read_text(), hdr.read_text(), " ".join(_BUILD_FLAGS), compiler_identity(cc)):
         h.update(part.encode() + b"\0")
     final = cache_dir() / "gemmini" / h.hexdigest()[:32]
     so = final / "libaccpy_gemmini.so"
