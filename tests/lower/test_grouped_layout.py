@@ -15,6 +15,7 @@ from accpy.targets import x86tile
 from accpy.targets.library import TargetLibrary, libraries_for, register_library
 from accpy.testing import assert_matches_reference
 from accpy.testing.replay import plan_lines
+from abi.kernels import mixed_matmul_nest
 
 Layout = acc.Array.Layout
 AVX512 = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8380)  # AVX-512 with VNNI, no tile unit
@@ -22,22 +23,8 @@ AMX = acc.Target(acc.Target.Model.INTEL_XEON_PLATINUM_8480PLUS)
 AVX2 = acc.Target(acc.Target.Model.INTEL_CORE_I7_4770)
 
 
-def _matmul(M, N, K, tab, tc):
-    A = acc.Array(role=acc.Role.INPUT, element_type=tab, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=tab, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
-
-    return nest, (A, B, C), (i, j, k)
-
-
 def _plan(target, layout, tab=S.int8, tc=S.int32, shape=(4, 8, 6)):
-    nest, args, (i, j, k) = _matmul(*shape, tab, tc)
+    nest, args, (i, j, k) = mixed_matmul_nest(*shape, tab, tab, tc)
     s = nest.create_schedule()
     s.reorder(j, i, k)
     plan = s.create_plan(target)
@@ -67,7 +54,7 @@ def test_grouped_layout_errors():
     with pytest.raises(ValueError, match=r"groups of 3 bytes hold no whole number of int16 elements \(2 bytes "
                                          r"each\); give a multiple of 2"):
         _plan(None, Layout.grouped(3), S.int16, S.int32)
-    nest, (A, B, C), (i, j, k) = _matmul(4, 8, 6, S.int8, S.int32)
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(4, 8, 6, S.int8, S.int8, S.int32)
     plan = nest.create_plan()
     with pytest.raises(ValueError, match=r"groups of 2 bytes hold no whole number of float32"):
         plan.cache(B, index=j, layout=Layout.grouped(2), element_type=S.float32)  # the cache's type counts
@@ -134,7 +121,7 @@ def test_a_group_of_8_bytes_interleaves_8_rows():
 def test_other_group_sizes_give_the_reference_results(tab, tc, group_bytes):
     """Groups of any whole number of elements (8 or 6 int8, 4 int16, 2 float32, 8 bfloat16),
     including partial last groups (K = 9), in panels of columns too: the reference's results."""
-    nest, args, (i, j, k) = _matmul(5, 20, 9, tab, tc)
+    nest, args, (i, j, k) = mixed_matmul_nest(5, 20, 9, tab, tab, tc)
     s = nest.create_schedule()
     jj = s.split(j, 4)
     s.reorder(j, i, k, jj)

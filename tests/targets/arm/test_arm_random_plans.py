@@ -15,26 +15,13 @@ import accpy as acc  # noqa: E402
 import accpy.testing as at  # noqa: E402
 from accpy.nest.reference import evaluate  # noqa: E402
 from accpy.targets.arm import AARCH64_TOOLCHAIN, run_calls  # noqa: E402
+from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 S = acc.ScalarType
 _why = AARCH64_TOOLCHAIN.missing() or AARCH64_TOOLCHAIN.cannot_run()
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(_why is not None, reason=f"AArch64 tools missing: {_why}")]
 TARGETS = (acc.Target("ARMv8.2-A"), acc.Target("Neoverse V1"))  # Neon; SVE at 256 bits
-
-
-def _matmul(ta, tc, M=7, N=9, K=10):
-    A = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=ta, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=tc, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], tc) * acc.cast(B[k, j], tc)
-
-    return nest, (A, B, C)
 
 
 def _rows():
@@ -52,7 +39,8 @@ def _rows():
     return nest, (X, Y, R)
 
 
-NESTS = {"f32": _matmul(S.float32, S.float32), "s8": _matmul(S.int8, S.int32), "rows": _rows()}
+NESTS = {"f32": mixed_matmul_nest(7, 9, 10, S.float32, S.float32, S.float32)[:2],
+         "s8": mixed_matmul_nest(7, 9, 10, S.int8, S.int8, S.int32)[:2], "rows": _rows()}
 
 
 def _values(args, rng):
