@@ -16,6 +16,7 @@ from accpy.targets import library
 from accpy.targets.library import TargetLibrary, register_library
 from accpy.targets.vector_isa import DotProduct, VectorISA, VectorShape
 from accpy.targets.toolchain import Toolchain
+from abi.kernels import mixed_matmul_nest
 
 S = ScalarType
 
@@ -156,16 +157,7 @@ def toy():
 
 
 def _int8_matmul(target, M=6, N=11, K=21):
-    A = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int32, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], S.int32) * acc.cast(B[k, j], S.int32)
-
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, S.int8, S.int8, S.int32)
     s = nest.create_schedule()
     j2, k2 = s.split(j, 4), s.split(k, 8)
     s.reorder(i, j, k, j2, k2)

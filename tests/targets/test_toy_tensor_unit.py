@@ -21,6 +21,7 @@ from accpy.nest.reference import evaluate
 from accpy.targets import library
 from accpy.targets.library import Intrinsic, Memory, TargetLibrary, register_library
 from accpy.targets.tensor_unit import TensorUnit, memory_unit, resolve_tensorize, tensor_units
+from abi.kernels import mixed_matmul_nest
 
 S = ScalarType
 ROWS, COLS, K = 16, 4, 8  # the accumulator: 16 rows of 4 int32; a tile: 4 x 4, 8 deep
@@ -222,16 +223,7 @@ def _target(name):
 
 
 def _matmul(target, M=10, N=6, K_=20):
-    A = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(M, K_), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=S.int8, shape=(K_, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int32, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K_))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], S.int32) * acc.cast(B[k, j], S.int32)
-
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K_, S.int8, S.int8, S.int32)
     s = nest.create_schedule()
     ii, jj, kk = s.split(i, 4), s.split(j, COLS), s.split(k, K)
     s.reorder(i, j, k, ii, jj, kk)
