@@ -261,9 +261,10 @@ def value_for(a, sizes: dict, rng, int_range=(-4, 4), float_range=(-1.0, 1.0)):
         data = bfloat16_bits(rng.uniform(*float_range, size=shape).astype(np.float32))
     elif t.name == "bool":
         data = rng.integers(0, 2, size=shape).astype(dt)
-    else:
-        lo = int_range[0] if t.is_signed else 0
-        data = rng.integers(lo, int_range[1] + 1, size=shape).astype(dt)
+    else:  # (the range clipped to the type's: int_range may ask for more than int8 holds)
+        info = np.iinfo(dt)
+        lo, hi = max(int_range[0] if t.is_signed else 0, info.min), min(int_range[1], info.max)
+        data = rng.integers(lo, hi + 1, size=shape).astype(dt)
     if a.requested_layout is Array.Layout.LAST_MAJOR:
         data = np.asfortranarray(data)
     return data

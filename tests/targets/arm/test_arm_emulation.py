@@ -11,6 +11,7 @@ import accpy as acc
 from accpy.nest.reference import evaluate
 from accpy.targets.arm import AARCH64_TOOLCHAIN, run_calls, run_under_emulation
 from accpy.targets.toolchain import ForeignArchitectureError
+from accpy.testing.strategies import value_for
 
 from test_arm_target import int8_plan, sgemm_plan
 
@@ -21,16 +22,7 @@ pytestmark = pytest.mark.skipif(_why is not None, reason=f"AArch64 tools missing
 
 
 def _data(args, rng):
-    out = []
-    for a in args:
-        dt = np.dtype(a.element_type.numpy if hasattr(a.element_type, "numpy") else a.element_type.name)
-        if dt.kind == "f":
-            out.append(rng.standard_normal(a.shape).astype(dt))
-        else:
-            info = np.iinfo(dt)
-            lo, hi = max(info.min, -1000), min(info.max, 1000)
-            out.append(rng.integers(lo, hi + 1, a.shape, dtype=dt))
-    return out
+    return [value_for(a, {}, rng, int_range=(-1000, 1000), float_range=(-3.0, 3.0)) for a in args]
 
 
 def _expected(nest, args, values):

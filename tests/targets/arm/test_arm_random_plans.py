@@ -15,6 +15,7 @@ import accpy as acc  # noqa: E402
 import accpy.testing as at  # noqa: E402
 from accpy.nest.reference import evaluate  # noqa: E402
 from accpy.targets.arm import AARCH64_TOOLCHAIN, run_calls  # noqa: E402
+from accpy.testing.strategies import value_for  # noqa: E402
 from abi.kernels import mixed_matmul_nest  # noqa: E402
 
 S = acc.ScalarType
@@ -44,12 +45,7 @@ NESTS = {"f32": mixed_matmul_nest(7, 9, 10, S.float32, S.float32, S.float32)[:2]
 
 
 def _values(args, rng):
-    out = []
-    for a in args:
-        dt = np.dtype(a.element_type.name)
-        out.append(rng.uniform(-2, 2, a.shape).astype(dt) if dt.kind == "f" else
-                   rng.integers(-100, 100, a.shape, dtype=dt, endpoint=True))
-    return out
+    return [value_for(a, {}, rng, int_range=(-100, 100), float_range=(-2.0, 2.0)) for a in args]
 
 
 @st.composite

@@ -13,6 +13,7 @@ import pytest
 
 import accpy as acc
 from accpy.targets.arm import AARCH64_TOOLCHAIN, run_calls
+from accpy.testing.strategies import value_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "samples"))
 import int8_matmul  # noqa: E402
@@ -23,15 +24,7 @@ pytestmark = pytest.mark.skipif(_why is not None, reason=f"AArch64 tools missing
 
 
 def _values(args, rng):
-    out = []
-    for a in args:
-        if a.element_type is acc.ScalarType.bfloat16:  # (its 16-bit patterns: float32's upper halves)
-            out.append((rng.standard_normal(a.shape).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16))
-            continue
-        dt = np.dtype(a.element_type.name)
-        out.append(rng.standard_normal(a.shape).astype(dt) if dt.kind == "f" else
-                   rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, a.shape, dtype=dt, endpoint=True))
-    return out
+    return [value_for(a, {}, rng, int_range=(-2**31, 2**31 - 1), float_range=(-3.0, 3.0)) for a in args]  # (ints: their type's range)
 
 
 def _float(x):

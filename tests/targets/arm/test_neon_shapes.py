@@ -9,6 +9,7 @@ import pytest
 import accpy as acc
 from accpy.nest.reference import evaluate
 from accpy.targets.arm import AARCH64_TOOLCHAIN, run_calls
+from accpy.testing.strategies import value_for
 
 S = acc.ScalarType
 N = 37
@@ -36,16 +37,8 @@ def _kernel(t, target):
     return nest, plan, (X, Y, Z, W, M, A, R)
 
 
-def _values(t, args, rng):
-    dt = np.dtype(t.name)
-    out = []
-    for a in args:
-        if dt.kind == "f":
-            out.append(rng.uniform(-4, 4, a.shape).astype(dt))
-        else:
-            info = np.iinfo(dt)
-            out.append(rng.integers(info.min, info.max, a.shape, dtype=dt, endpoint=True))
-    return out
+def _values(args, rng):
+    return [value_for(a, {}, rng, int_range=(-2**31, 2**31 - 1), float_range=(-4.0, 4.0)) for a in args]  # (ints: their type's range)
 
 
 def test_every_lane_type_matches_the_reference_under_qemu(tmp_path):
@@ -63,7 +56,7 @@ def test_every_lane_type_matches_the_reference_under_qemu(tmp_path):
     rng = np.random.default_rng(11)
     calls, wants = [], []
     for name, (nest, _, args) in kernels.items():
-        values = _values(S(name), args, rng)
+        values = _values(args, rng)
         want = [v.copy() for v in values]
         evaluate(nest, dict(zip(args, want)))
         calls.append((name, values))
