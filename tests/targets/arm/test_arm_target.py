@@ -8,6 +8,7 @@ import accpy as acc
 from accpy.targets.arm import AARCH64_TOOLCHAIN
 from accpy.targets.toolchain import HOST_TOOLCHAIN
 from accpy.targets.x86_toolchain import X86_TOOLCHAIN
+from abi.kernels import mixed_matmul_nest
 
 T = acc.Target
 S = acc.ScalarType
@@ -82,16 +83,7 @@ def sgemm_plan(target, M=20, N=37, K=19, tile=(4, 8, 8)):
 
 def int8_plan(target, M=12, N=21, K=30, a_type=S.int8, b_type=S.int8):
     """C += A @ B in int32 with B's block cached in groups of 4 k (the dot products' layout)."""
-    A = acc.Array(role=acc.Role.INPUT, element_type=a_type, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=b_type, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=S.int32, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += acc.cast(A[i, k], S.int32) * acc.cast(B[k, j], S.int32)
-
+    nest, (A, B, C), (i, j, k) = mixed_matmul_nest(M, N, K, a_type, b_type, S.int32)
     s = nest.create_schedule()
     i2, j2, k2 = s.split(i, 4), s.split(j, 8), s.split(k, 4)
     s.reorder(i, j, k, i2, j2, k2)
