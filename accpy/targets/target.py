@@ -203,6 +203,9 @@ _GENERIC = (("name", "custom"), ("category", Category.CPU), ("architecture", Arc
             ("cache_lines", ()), ("runtime", Runtime.OPENMP), ("extra", ()))
 
 
+_RESOLVED = ("_vector_isa", "_tensor_units", "_toolchain")  # interfaces kept on a target (Target._resolved)
+
+
 @dataclass(init=False, eq=True)
 class Target:
     """A compilation target: the host, a known model, or a custom processor.
@@ -297,7 +300,7 @@ class Target:
 
     def __getstate__(self) -> dict:
         # a copy (copy.copy, pickle) is a new object nothing depends on yet: unsealed, nothing resolved
-        return {k: v for k, v in self.__dict__.items() if k not in ("_sealed", "_vector_isa")}
+        return {k: v for k, v in self.__dict__.items() if k != "_sealed" and k not in _RESOLVED}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -351,33 +354,37 @@ class Target:
         """Whether the target is a CPU (not an accelerator)."""
         return self.category is Category.CPU
 
+    def _resolved(self, name: str, resolve):  # name: one of _RESOLVED
+        """`resolve(sealed copy of this target)`, kept on the target and resolved again only when the
+        target's values or the registered libraries change (the interfaces a target resolves once)."""
+        key = (tuple(getattr(self, f) for f in _FIELDS), libraries())
+        got = self.__dict__.get(name)
+        if got is None or got[0] != key:
+            # resolved for a sealed copy: the answers may not change under it
+            got = (key, resolve(self(**{})._seal()))
+            object.__setattr__(self, name, got)
+        return got[1]
+
     @property
     def vector_isa(self):
         """The vector instructions code for this target may use (targets/vector_isa.py `VectorISA`:
         register shapes per element type, their templates, dot products), from the first of its
-        libraries that gives some; one without vectors else. Resolved once, again only when the
-        target's values or the registered libraries change."""
-        key = (tuple(getattr(self, f) for f in _FIELDS), libraries())
-        got = self.__dict__.get("_vector_isa")
-        if got is None or got[0] != key:
-            # resolved for a sealed copy: the ISA's answers may not change under it
-            got = (key, vector_isa_for(self(**{})._seal()))
-            object.__setattr__(self, "_vector_isa", got)
-        return got[1]
+        libraries that gives some; one without vectors else."""
+        return self._resolved("_vector_isa", vector_isa_for)
 
     @property
     def tensor_units(self) -> tuple:
         """((library, TensorUnit), ...) of its libraries with memories or tensor instructions
         (targets/tensor_unit.py): a cache's memory picks the unit placing it, a tensorize request's
         intrinsic the unit matching it."""
-        return tensor_units(self)
+        return self._resolved("_tensor_units", tensor_units)
 
     @property
     def toolchain(self):
         """How code for this target is compiled, guarded and run (targets/toolchain.py): x86's for x86
         CPUs, AArch64's (a cross compiler and an emulator on other machines) for AArch64 ones, else
         the host's C compiler."""
-        return toolchain_for(self)
+        return self._resolved("_toolchain", toolchain_for)
 
     def required_features(self) -> list:
         """Features the emitted code may use beyond the architecture's baseline (x86-64's: checked at
