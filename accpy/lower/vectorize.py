@@ -194,7 +194,9 @@ class _Chunk:
         of `dtype`), the scalar load when it does not move."""
         c = lane_coef(e.buffer, e.indices, self.lane, (self.base, self.W))
         if c == 0:
-            return e, False
+            # the address does not move, though its expression may name the loop index (terms
+            # that cancel, as after a skew): the vector loop declares no such variable
+            return Load(e.buffer, tuple(substitute(ix, {self.lane: self.base}) for ix in e.indices)), False
         shape = self.shape(e.buffer.dtype)
         if c != 1 and not _strided_ok(shape, "gather", c):
             raise NotVectorizable(f"{e.buffer.name} is accessed with a stride of {c} elements along the "
@@ -458,7 +460,9 @@ def _vectorize_loop(f: For, stores, isa, target=None, loop_vars=frozenset()):
         if id(s) not in accs:
             continue
         acc = accs[id(s)]
-        target = Load(s.buffer, s.indices)
+        # outside the loop: its index is not declared there (the element is one for every iteration)
+        fixed = tuple(substitute(ix, {lane: f.lo}) for ix in s.indices)
+        target = Load(s.buffer, fixed)
         if s.reduce in ("add", "sub"):
             init.append(VAssign(acc, _splat(isa, 0)))
         elif s.reduce == "mul":
@@ -467,7 +471,7 @@ def _vectorize_loop(f: For, stores, isa, target=None, loop_vars=frozenset()):
             init.append(VAssign(acc, Broadcast(target, W)))
         h = HReduce(_REDUCE_H[s.reduce], acc)
         # min / max too combine with the element (another statement may reduce into it as well)
-        final.append(Store(s.buffer, s.indices, h, s.reduce))
+        final.append(Store(s.buffer, fixed, h, s.reduce))
     return VDecl(tuple(accs.values()), block(*init, *body, *final))
 
 
