@@ -1,0 +1,195 @@
+/* accpy_mma.cl.h: tensor-core fragments of PTX mma.sync.aligned.m16n8k16.row.col, emulated in
+ * OpenCL C 1.2 (no extension needed: halves go through vload_half, bfloat16 is kept as the ushort
+ * upper half of a float, so PoCL on a CPU without cl_khr_fp16 runs it).
+ *
+ * What it guarantees: D (16x8) = A (16x16) @ B (16x8, given K x N) + C (16x8), with every lane of
+ * an emulated warp holding exactly the elements ("slots") the hardware gives that lane (the maps
+ * of accpy/targets/gpu/mma.py, from the PTX ISA; groupID = lane >> 2, tig = lane % 4). A kernel
+ * that loads or stores a fragment with another layout gets a wrong answer, as on a GPU.
+ *
+ * Warps: 32 consecutive work-items of a work-group by linear local id form a warp (lane = linear
+ * id % 32, warp = linear id / 32; accpy_mma_lane() / accpy_mma_warp()); the work-group size must
+ * be a multiple of 32.
+ *
+ * Element types <t> and their storage / accumulator types:
+ *   f16  : half (accpy_f16_t, read with vload_half)   -> float
+ *   bf16 : ushort bfloat16 encodings (accpy_bf16_t)    -> float
+ *   s8   : char                                        -> int
+ *   u8   : uchar                                       -> int
+ * Fragments (private structs): accpy_mma_a_<t> (8 slots), accpy_mma_b_<t> (4), accpy_mma_c_<t> (4,
+ * the accumulator type; C and D share it).
+ *
+ * Functions, each in a _global and a _local variant for the address space of the tile:
+ *   accpy_mma_load_a_<t>_<as>(frag*, const <as> T* base, int ld, uint lane)  row-major A, M x K
+ *   accpy_mma_load_b_<t>_<as>(frag*, const <as> T* base, int ld, uint lane)  row-major B, K x N
+ *   accpy_mma_load_c_<t>_<as>(frag*, const <as> ACC* base, int ld, uint lane) row-major C, M x N
+ *   accpy_mma_store_c_<t>_<as>(const frag*, <as> ACC* base, int ld, uint lane)
+ * `base` points at element (0, 0) of the tile, `ld` is the distance between its rows.
+ * Element-wise on C fragments (Accera's MMAFragmentOp): accpy_mma_fill_c_<t>(frag*, v) and its
+ * alias set_c, clear_c (0), scale_c(frag*, v), relu_c (max(0, x)), relu_nc_c (x * (x > 0)).
+ *
+ * accpy_mma_sync_<t>(d*, const a*, const b*, const c*, __local accpy_mma_scratch_<t>* scratch,
+ *                    uint warp, uint lane)
+ *   Contract: every work-item of the work-group calls it together (it holds two barriers), each
+ *   with its own warp and lane; `scratch` is an array with one accpy_mma_scratch_<t> per warp
+ *   (ACCPY_MMA_SCRATCH_BYTES_<T> bytes each) in __local memory; `d` may be `c`. Each lane writes
+ *   its A and B slots into its warp's scratch, barrier, computes its own D slots, barrier.
+ *   Arithmetic: each D element is C + a[r][0]*b[0][c] + ... + a[r][15]*b[15][c], summed in that
+ *   order. Products of halves (or bfloat16s) are exact in float, so fused or not they agree; the
+ *   hardware's summation order is unspecified, so floating results match a GPU within a rounding
+ *   tolerance. 8-bit inputs: products and sums in 32-bit two's complement, wrapping, bit-exact
+ *   with the hardware (mma without .satfinite).
+ */
+#ifndef ACCPY_MMA_CL_H
+#define ACCPY_MMA_CL_H
+
+#ifndef ACCPY_MMA_FN
+#define ACCPY_MMA_FN static inline
+#endif
+
+#define ACCPY_MMA_WARP 32
+#define ACCPY_MMA_NEEDS_SCRATCH 1
+#define accpy_f16_t half
+typedef ushort accpy_bf16_t;
+
+/* -- warps of the work-group ------------------------------------------------------------------ */
+ACCPY_MMA_FN uint accpy_mma_linear_id(void) {
+    return (uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2)));
+}
+ACCPY_MMA_FN uint accpy_mma_lane(void) { return accpy_mma_linear_id() % ACCPY_MMA_WARP; }
+ACCPY_MMA_FN uint accpy_mma_warp(void) { return accpy_mma_linear_id() / ACCPY_MMA_WARP; }
+
+/* -- ownership: slot i of lane -> (row, col) as int2 (x = row, y = col) ------------------------- */
+ACCPY_MMA_FN int2 accpy_mma_coord_a16(uint lane, uint i) {
+    int g = (int)(lane >> 2), t = (int)(lane & 3u), s = (int)i;
+    return (int2)(g + 8 * ((s >> 1) & 1), t * 2 + (s & 1) + 8 * (s >> 2));
+}
+ACCPY_MMA_FN int2 accpy_mma_coord_b16(uint lane, uint i) {
+    int g = (int)(lane >> 2), t = (int)(lane & 3u), s = (int)i;
+    return (int2)(t * 2 + (s & 1) + 8 * (s >> 1), g);
+}
+ACCPY_MMA_FN int2 accpy_mma_coord_a8(uint lane, uint i) {
+    int g = (int)(lane >> 2), t = (int)(lane & 3u), s = (int)i;
+    return (int2)(g + 8 * (s >> 2), t * 4 + (s & 3));
+}
+ACCPY_MMA_FN int2 accpy_mma_coord_b8(uint lane, uint i) {
+    int g = (int)(lane >> 2), t = (int)(lane & 3u), s = (int)i;
+    return (int2)(t * 4 + s, g);
+}
+ACCPY_MMA_FN int2 accpy_mma_coord_c(uint lane, uint i) {
+    int g = (int)(lane >> 2), t = (int)(lane & 3u), s = (int)i;
+    return (int2)(g + 8 * (s >> 1), t * 2 + (s & 1));
+}
+
+/* -- element reads: a storage element as the value a fragment holds ---------------------------- */
+#define ACCPY_MMA_READ_f16(p, off) vload_half((size_t)(off), (p))
+#define ACCPY_MMA_READ_bf16(p, off) as_float(((uint)(p)[(off)]) << 16)
+#define ACCPY_MMA_READ_s8(p, off) ((p)[(off)])
+#define ACCPY_MMA_READ_u8(p, off) ((p)[(off)])
+
+/* multiply-accumulate of one k: exact products; integers wrap in 32 bits */
+#define ACCPY_MMA_MAC_float(acc, x, y) ((acc) + (x) * (y))
+#define ACCPY_MMA_MAC_int(acc, x, y) ((int)((uint)(acc) + (uint)((int)(x) * (int)(y))))
+
+/* -- fragments and scratch of one element type ------------------------------------------------- */
+#define ACCPY_MMA_TYPES(T, VT, ACC)                                                                 \
+    typedef struct { VT x[8]; } accpy_mma_a_##T;                                                    \
+    typedef struct { VT x[4]; } accpy_mma_b_##T;                                                    \
+    typedef struct { ACC x[4]; } accpy_mma_c_##T;                                                   \
+    typedef struct { VT a[16 * 16]; VT b[16 * 8]; } accpy_mma_scratch_##T;
+
+/* loads and stores of one element type in one address space */
+#define ACCPY_MMA_MEMORY(T, ST, ACC, BITS, AS, SUF)                                                 \
+    ACCPY_MMA_FN void accpy_mma_load_a_##T##_##SUF(accpy_mma_a_##T* f, const AS ST* base, int ld,   \
+                                                    uint lane) {                                    \
+        for (uint i = 0; i < 8; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_a##BITS(lane, i);                                             \
+            f->x[i] = ACCPY_MMA_READ_##T(base, rc.x * ld + rc.y);                                   \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_load_b_##T##_##SUF(accpy_mma_b_##T* f, const AS ST* base, int ld,   \
+                                                    uint lane) {                                    \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_b##BITS(lane, i);                                             \
+            f->x[i] = ACCPY_MMA_READ_##T(base, rc.x * ld + rc.y);                                   \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_load_c_##T##_##SUF(accpy_mma_c_##T* f, const AS ACC* base, int ld,  \
+                                                    uint lane) {                                    \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            f->x[i] = base[rc.x * ld + rc.y];                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_store_c_##T##_##SUF(const accpy_mma_c_##T* f, AS ACC* base, int ld, \
+                                                     uint lane) {                                   \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            base[rc.x * ld + rc.y] = f->x[i];                                                       \
+        }                                                                                           \
+    }
+
+/* element-wise operations on C fragments (Accera's MMAFragmentOp) */
+#define ACCPY_MMA_ELEMENTWISE(T, ACC)                                                               \
+    ACCPY_MMA_FN void accpy_mma_fill_c_##T(accpy_mma_c_##T* f, ACC v) {                             \
+        for (uint i = 0; i < 4; ++i) f->x[i] = v;                                                   \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_set_c_##T(accpy_mma_c_##T* f, ACC v) { accpy_mma_fill_c_##T(f, v); } \
+    ACCPY_MMA_FN void accpy_mma_clear_c_##T(accpy_mma_c_##T* f) { accpy_mma_fill_c_##T(f, (ACC)0); } \
+    ACCPY_MMA_FN void accpy_mma_scale_c_##T(accpy_mma_c_##T* f, ACC v) {                            \
+        for (uint i = 0; i < 4; ++i) f->x[i] = f->x[i] * v;                                         \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_relu_c_##T(accpy_mma_c_##T* f) {                                    \
+        for (uint i = 0; i < 4; ++i) f->x[i] = f->x[i] > (ACC)0 ? f->x[i] : (ACC)0;                 \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_relu_nc_c_##T(accpy_mma_c_##T* f) {                                 \
+        for (uint i = 0; i < 4; ++i) f->x[i] = f->x[i] * (ACC)(f->x[i] > (ACC)0);                   \
+    }
+
+/* the emulated mma.sync: scatter A and B slots to the warp's scratch, compute owned D slots */
+#define ACCPY_MMA_SYNC(T, ACC, BITS)                                                                \
+    ACCPY_MMA_FN void accpy_mma_sync_##T(accpy_mma_c_##T* d, const accpy_mma_a_##T* a,              \
+                                         const accpy_mma_b_##T* b, const accpy_mma_c_##T* c,        \
+                                         __local accpy_mma_scratch_##T* scratch, uint warp,         \
+                                         uint lane) {                                               \
+        __local accpy_mma_scratch_##T* s = scratch + warp;                                          \
+        for (uint i = 0; i < 8; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_a##BITS(lane, i);                                             \
+            s->a[rc.x * 16 + rc.y] = a->x[i];                                                       \
+        }                                                                                           \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_b##BITS(lane, i);                                             \
+            s->b[rc.x * 8 + rc.y] = b->x[i];                                                        \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        ACC out[4];                                                                                 \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            ACC acc = c->x[i];                                                                      \
+            for (int k = 0; k < 16; ++k)                                                            \
+                acc = ACCPY_MMA_MAC_##ACC(acc, s->a[rc.x * 16 + k], s->b[k * 8 + rc.y]);            \
+            out[i] = acc;                                                                           \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        for (uint i = 0; i < 4; ++i) d->x[i] = out[i];                                              \
+    }
+
+#define ACCPY_MMA_ALL(T, ST, VT, ACC, BITS)                                                         \
+    ACCPY_MMA_TYPES(T, VT, ACC)                                                                     \
+    ACCPY_MMA_MEMORY(T, ST, ACC, BITS, __global, global)                                            \
+    ACCPY_MMA_MEMORY(T, ST, ACC, BITS, __local, local)                                              \
+    ACCPY_MMA_ELEMENTWISE(T, ACC)                                                                   \
+    ACCPY_MMA_SYNC(T, ACC, BITS)
+
+ACCPY_MMA_ALL(f16, half, float, float, 16)
+ACCPY_MMA_ALL(bf16, ushort, float, float, 16)
+ACCPY_MMA_ALL(s8, char, char, int, 8)
+ACCPY_MMA_ALL(u8, uchar, uchar, int, 8)
+
+/* bytes of __local scratch per emulated warp (sizeof(accpy_mma_scratch_<t>)) */
+#define ACCPY_MMA_SCRATCH_BYTES_F16 1536
+#define ACCPY_MMA_SCRATCH_BYTES_BF16 1536
+#define ACCPY_MMA_SCRATCH_BYTES_S8 384
+#define ACCPY_MMA_SCRATCH_BYTES_U8 384
+
+#endif /* ACCPY_MMA_CL_H */
