@@ -25,3 +25,8 @@ class InputWriteWarning(UserWarning):
 class InputWriteError(LogicError, InputWriteWarning):
     """The refusal of a write to an INPUT array, when InputWriteWarning is turned into an error
     (a LogicError, as the strict check always raised, and the warning category itself)."""
+
+
+class LimitError(ValueError):
+    """A plan asks more of its target than the target has: threads per block, shared memory,
+    registers, grid dimensions. The message names the limit, the target and what asked for it."""

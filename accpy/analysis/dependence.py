@@ -332,6 +332,32 @@ def check_parallel(space, positions: list, what: str, unsafe: bool = False) -> N
         _raise_or_warn(what, "two threads would race on " + v.describe(space, concurrent=True), unsafe)
 
 
+def concurrent_violation(space, positions: list) -> Optional[Violation]:
+    """Two conflicting accesses (reduction updates included) in iterations that differ in one of
+    the loops at `positions` (any of them, in any order): those loops all run at once, one
+    iteration per unit of a grid, and every other loop runs inside each unit (`plan.bind`), so
+    iterations that differ there have no order at all."""
+    import z3
+
+    accs = accesses(space)
+    pairs = [(x, y) for x, y in _pairs(accs, include_commuting=True) if x <= y]
+    at = sorted(positions)
+
+    def rel(ia, ib):
+        return z3.Not(_eq([ia.dims[p] for p in at], [ib.dims[p] for p in at]))
+
+    return _first_violation(space, accs, pairs, rel)
+
+
+def check_concurrent(space, positions: list, what: str) -> None:
+    """ScheduleError when the loops at `positions` may not all run at once (concurrent_violation)."""
+    v = concurrent_violation(space, positions)
+    if v is not None:
+        raise ScheduleError(f"{what}: two units of the grid would race on {v.describe(space, concurrent=True)}; "
+                            f"bind only loops whose iterations touch different elements (a reduction's loop "
+                            f"stays unbound, inside each unit)")
+
+
 def vector_violation(space, position: int) -> Optional[Violation]:
     """A dependence between lanes of the vector loop at `position`: in vector code each
     statement (of the unrolled inner loops, in order) reads for all lanes, then writes for

@@ -14,6 +14,7 @@ class LoopKind(enum.StrEnum):
     SIMD = "simd"  # a vectorized loop the vectorizer left scalar: `#pragma omp simd`
     PARALLEL = "parallel"  # iterations shared between threads
     PARALLEL_INNER = "parallel_inner"  # a loop collapsed into the parallel loop around it
+    BOUND = "bound"  # iterations run at once, one per unit of the target's grid (`plan.bind`)
 
 
 class BufferRole(enum.StrEnum):

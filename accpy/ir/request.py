@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .expr import Buffer, Var
+from .expr import Buffer, Const, Var, idx_op
 from .types import ScalarType
 
 
@@ -62,6 +62,25 @@ class PrefetchRequest:
     spread: Optional[Var] = None  # an inner loop whose iterations share the prefetches out
 
 
+@dataclass(frozen=True)
+class Binding:
+    """One `plan.bind` entry: the loops `vars` (outermost first; several share one unit, the first
+    varying slowest) run at once on the units `unit` names of the target's grid (e.g. "THREAD_X"),
+    `extents` iterations each (index expressions over the function's sizes)."""
+
+    vars: tuple
+    unit: str
+    extents: tuple
+
+    @property
+    def extent(self):
+        """The number of units the loops take (the product of their extents)."""
+        total = Const(1)
+        for e in self.extents:
+            total = idx_op("mul", total, e)
+        return total
+
+
 @dataclass
 class LoweringRequest:
     """Everything lowering reads. `space`: the schedule's IterationSpace; `kinds`: loop var ->
@@ -79,6 +98,7 @@ class LoweringRequest:
     parallel: Optional[tuple] = None
     args: Optional[tuple] = None
     prefetch: tuple = ()  # of PrefetchRequest
+    bindings: tuple = ()  # of Binding (`plan.bind`), in the plan's order
 
     def loop_var(self, level: int) -> Var:
         """The loop var of the key-slice at `level` (1: the innermost loop)."""

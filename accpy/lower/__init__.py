@@ -1,7 +1,7 @@
 """Lowering: a LoweringRequest (accpy/ir/request.py, the plain data a plan hands over) -> loop IR,
 as one ordered list of named passes (`PASSES`), applied in a loop:
 
-    scan -> unswitch -> simplify (keeping cache loops) -> caches -> simplify
+    scan -> mark bound loops -> unswitch -> simplify (keeping cache loops) -> caches -> simplify
     -> target memories -> tensorize -> simplify -> configs -> invariant fills
     [-> the libraries' own passes]
     -> check target access -> mark loop kinds -> unroll -> simplify -> vectorize
@@ -33,6 +33,7 @@ from ..ir.types import ScalarType
 from ..ir.visitor import Mutator, buffers_of, free_vars, nodes_of
 from ..targets.library import libraries_for
 from ..targets.tensor_unit import tensor_units
+from .bind import mark_bound
 from .cache import cache_loop_vars, insert_caches
 from .config import hoist_configs
 from .hoist import hoist_invariant_fills
@@ -96,7 +97,7 @@ def _scan(st):
 
 
 def _unswitch(st):
-    parallel = {v for v, k in st.request.kinds.items() if k == LoopKind.PARALLEL}
+    parallel = {v for v, k in st.request.kinds.items() if k in (LoopKind.PARALLEL, LoopKind.BOUND)}
     return unswitch(st.stmt, whole=parallel)
 
 
@@ -175,6 +176,7 @@ def _kinds_or_unroll(st) -> bool:
 
 PASSES = (
     Pass("scan", _scan),
+    Pass("mark bound loops", lambda st: mark_bound(st.stmt, st.request.bindings), lambda st: bool(st.request.bindings)),
     Pass("unswitch", _unswitch),
     Pass("simplify (keeping cache loops)",
          lambda st: simplify(st.stmt, keep=cache_loop_vars(st.request), keep_innermost=_vector_vars(st)),
@@ -213,7 +215,8 @@ def _passes(request: LoweringRequest) -> list:
         for lp in lib.lowering_passes():
             at = next(k for k, p in enumerate(out) if p.name == lp.after) + after.get(lp.after, 0)
             out.insert(at + 1, Pass(lp.name, lambda st, f=lp.run: f(st.stmt, st.request),
-                                    lambda st, lib=lib: lib in st.used_libraries()))
+                                    (lambda st: True) if lp.always else
+                                    (lambda st, lib=lib: lib in st.used_libraries())))
             after[lp.after] = after.get(lp.after, 0) + 1
     return out
 

@@ -28,8 +28,21 @@ PRELUDE_END = "/* ---- end of the prelude: the package's own code follows ---- *
 
 
 def runtime_text() -> str:
-    """native/accpy_runtime.h, inlined at the top of every package's C."""
-    return native_file("accpy_runtime.h").read_text()
+    """native/accpy_runtime.h, inlined at the top of every package's C (with the scalar helpers it
+    includes, native/accpy_scalar.h, inlined in their place: the file stands alone)."""
+    return inline_local_includes(native_file("accpy_runtime.h").read_text())
+
+
+def inline_local_includes(text: str) -> str:
+    """`text` with each `#include "x.h"` of a file in native/ replaced by that file's text."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        s = line.strip()
+        if s.startswith('#include "') and s.endswith('"'):
+            out.append(inline_local_includes(native_file(s[len('#include "'):-1]).read_text()))
+        else:
+            out.append(line)
+    return "".join(out)
 
 
 def display_name(pf) -> str:

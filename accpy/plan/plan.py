@@ -16,13 +16,14 @@ from ..targets import Target
 from ..targets.library import libraries
 from ..targets.tensor_unit import resolve_tensorize
 from .auto import AutoPlanning
+from .bind import Binding_
 from .cache import Cache
 from .describe import _describe_cache, describe_plan
 from .lowering import lowering_request, record_resolved
 from .packing import RuntimePacking
 
 
-class Plan(RuntimePacking, AutoPlanning):
+class Plan(RuntimePacking, AutoPlanning, Binding_):
     """Annotations of a schedule for a target. Each call is checked and applied at once when
     nothing in it waits for parameter values; it is recorded in any case, and `realize()`
     replays the record on the realized schedule (see accpy/nest/parameters.py)."""
@@ -145,6 +146,7 @@ class Plan(RuntimePacking, AutoPlanning):
         self._waiting = False  # some call waits for parameter values
         self._tensorized: list = []  # (index handles (i, j, k), intrinsic)
         self._prefetches: list = []  # (source: Array | Cache, index handle, distance, locality)
+        self._bindings: list = []  # (index handles, grid unit name) (`bind`)
 
     def visualize(self, filename=None, *, cache=None, format=None, view=None, title=None):
         """The schedule's picture (see Schedule.visualize) with a cache's active block outlined:
@@ -181,6 +183,8 @@ class Plan(RuntimePacking, AutoPlanning):
         for ix, k in self._kinds:
             if ix is index:
                 return k
+        if any(index in ixs for ixs, _ in self._bindings):
+            return "bound"
         return None
 
     def _mark(self, index, kind):
@@ -503,6 +507,8 @@ class Plan(RuntimePacking, AutoPlanning):
         if self._parallel is not None:
             for ix in self._parallel[0]:
                 out[self._dim_var(ix)] = "parallel"
+        for ixs, _ in self._bindings:
+            out.update((self._dim_var(ix), "bound") for ix in ixs)
         return out
 
     def lowering_request(self, args=None):

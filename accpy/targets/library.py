@@ -111,11 +111,13 @@ class NativeUnit:
 class LibraryPass:
     """A lowering pass a library adds: `run(stmt, request) -> stmt` (request: the LoweringRequest),
     placed right after the generic pass called `after` (accpy/lower/__init__.py), run only for
-    functions that use the library."""
+    functions that use the library (its tensor unit), or, `always`, for every function for a
+    target the library applies to."""
 
     name: str
     after: str
     run: Callable
+    always: bool = False
 
 
 class TargetLibrary:
@@ -161,6 +163,11 @@ class TargetLibrary:
     def tensor_unit(self, target):
         """This library's `TensorUnit` (tensor_unit.py) on `target`: its memories, tensor instructions
         and tile matching, or None (it has neither)."""
+        return None
+
+    # -- grid ------------------------------------------------------------------------------------------
+    def grid(self, target):
+        """This library's `Grid` (grid.py) on `target`: the units loops bind to (`plan.bind`), or None."""
         return None
 
     # -- lowering --------------------------------------------------------------------------------------
@@ -231,6 +238,16 @@ def vector_isa_for(target) -> VectorISA:
         if isa is not None:
             return isa
     return VectorISA(target)
+
+
+def grid_for(target):
+    """The `Grid` of `target`: the first of its libraries' that gives one, else None (no grid: `bind`
+    is refused)."""
+    for lib in libraries_for(target):
+        g = lib.grid(target)
+        if g is not None:
+            return g
+    return None
 
 
 def libraries_for(target) -> tuple:

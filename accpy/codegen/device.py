@@ -1,0 +1,100 @@
+"""Device code: a lowered function as one kernel of a grid target, in the target's dialect
+(`Dialect`, accpy/targets/grid.py: OpenCL C, CUDA C, ...), from the same loop IR and the same
+scalar semantics as host C (the dialect's prelude inlines native/accpy_scalar.h).
+
+A loop bound to a unit of the grid (`For` of kind BOUND, attrs `unit`, `stride`, `count`,
+`units`: see accpy/lower/bind.py) becomes the unit's index, `lo + (id / stride) % count`,
+guarded by `< hi` (units past a loop's end, e.g. in a split's last tile, do nothing). Every
+other loop runs inside each unit as written. Arrays a kernel allocates live in its private
+memory (a fixed size, at most 64 KiB); a temporary the device cannot hold is refused.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.expr import Buffer
+from ..ir.kinds import BufferRole, LoopKind
+from ..ir.stmt import Alloc, For, Function
+from ..ir.visitor import buffers_of, nodes_of
+from .c import CEmitter, Names, c_type
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel's text: `source` (the whole device source), `name`, and `launch`: unit name ->
+    the number of its units (an IR index expression over the function's sizes)."""
+
+    source: str
+    name: str
+    launch: dict
+
+
+class DeviceEmitter(CEmitter):
+    """CEmitter for device code in `dialect`."""
+
+    dialect = None
+
+    def s_For(self, s: For, depth):
+        if s.kind != LoopKind.BOUND:
+            return super().s_For(s, depth)
+        unit, stride, count = s.attr("unit"), s.attr("stride"), s.attr("count")
+        ix = f"(int64_t){self.dialect.unit_id(unit)}"
+        if stride is not None and not (getattr(stride, "value", None) == 1):
+            ix = f"({ix} / {self.expr(stride)})"
+        if count is not None and s.attr("wraps", False):
+            ix = f"({ix} % {self.expr(count)})"
+        v = self.var(s.var)
+        self.emit("{", depth)
+        self.emit(f"const int64_t {v} = {self.expr(s.lo)} + {ix};", depth + 1)
+        self.emit(f"if ({v} < {self.expr(s.hi)}) {{", depth + 1)
+        self.stmt(s.body, depth + 2)
+        self.emit("}", depth + 1)
+        self.emit("}", depth)
+
+    def s_Alloc(self, s: Alloc, depth):
+        if not self._on_stack(s.buffer):
+            n = self._elements(s.buffer)
+            size = f"{n} elements of {s.buffer.dtype.name}" if n is not None else "a size known only at run time"
+            raise ValueError(f"array {s.buffer.name} ({size}) cannot be allocated in device code (a kernel's "
+                             f"arrays have a fixed size of at most 64 KiB); cache a smaller block")
+        super().s_Alloc(s, depth)
+
+
+def kernel_params(fn: Function, names: Names, dialect) -> str:
+    """The kernel's parameter list: arrays as pointers to global memory, sizes and scalars by value."""
+    out = []
+    for a in fn.args:
+        if isinstance(a, Buffer):
+            q = dialect.const_global_ptr if a.role in (BufferRole.INPUT, BufferRole.CONST) else dialect.global_ptr
+            out.append(f"{q}{c_type(a.dtype)}* {dialect.restrict} {names.get(a, a.name)}")
+        else:
+            out.append(f"{c_type(a.dtype)} {names.get(a, a.name)}")
+    return ", ".join(out) or "void"
+
+
+def launch_of(fn: Function) -> dict:
+    """Unit name -> the number of its units, from the function's bound loops."""
+    out = {}
+    for f in nodes_of(fn.body, For):
+        if f.kind == LoopKind.BOUND:
+            out.setdefault(f.attr("unit"), f.attr("units"))
+    return out
+
+
+def emit_kernel(fn: Function, dialect, prelude: str) -> Kernel:
+    """`fn` as a kernel named `<fn.name>__kernel` in `dialect`, with `prelude` (the dialect's,
+    native files inlined) first."""
+    names = Names()
+    em = DeviceEmitter(names, const_prefix=fn.name + "_")
+    em.dialect = dialect
+    em.target = fn.attrs.get("target")
+    consts = [b for b in buffers_of(fn.body) if b.role == BufferRole.CONST and b not in fn.args]
+    if consts:
+        raise ValueError(f"constant array {consts[0].name}: constant data in device code is not supported; pass "
+                         f"it as an argument")
+    name = f"{fn.name}__kernel"
+    em.emit(f"{dialect.kernel} {name}({kernel_params(fn, names, dialect)}) {{", 0)
+    em.stmt(fn.body, 1)
+    em.emit("}", 0)
+    source = prelude + "\n" + "\n".join(em.lines) + "\n"
+    return Kernel(source, name, launch_of(fn))

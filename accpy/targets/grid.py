@@ -1,0 +1,108 @@
+"""The grid interface: how a target runs loops at once, one iteration per unit of hardware
+(`plan.bind`). A target library that has a grid gives a `Grid` (`TargetLibrary.grid`); a target
+without one (a CPU: its parallel loops are `parallelize`'s) refuses `bind`.
+
+A grid has units at levels (outermost first, e.g. blocks, then threads within a block), each
+unit along an axis; a binding maps one loop, or several flattened into one, to a unit. The grid
+checks what a plan binds against the target's limits (`check`), so that `plan.bind` and the
+build refuse, naming the limit, what the device could not launch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import LimitError
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of a grid: `name` (as the target's enum spells it, e.g. "THREAD_X"), its `level`
+    (e.g. "block", "thread"), and `axis` (0: x, 1: y, 2: z)."""
+
+    name: str
+    level: str
+    axis: int
+
+
+class Grid:
+    """A target's grid: its units and limits, the dialect its device code is written in and the
+    host runtime that launches it. A library's grid adds its limits (`check`)."""
+
+    #: the grid's units by name
+    units: dict = {}
+    #: the device code's dialect (Dialect) and the host runtime that runs it (DeviceRuntime)
+    dialect = None
+    runtime = None
+    #: the levels, outermost first (a loop bound to an outer level may not sit inside one bound
+    #: to an inner level)
+    levels: tuple = ()
+
+    def unit(self, value) -> Unit:
+        """The unit `value` names (a member of the target's unit enum, or its name); ValueError
+        naming the units otherwise."""
+        name = getattr(value, "name", value)
+        if not isinstance(name, str) or name not in self.units:
+            raise ValueError(f"bind: {value!r} is not a unit of this target's grid; expected one of "
+                             f"{', '.join(self.units)} (target.GridUnit.<name>)")
+        return self.units[name]
+
+    def check(self, target, bound: dict) -> None:
+        """LimitError when the units bound (`bound`: unit name -> the number of its units the
+        plan needs, an int, or None when it depends on runtime sizes) exceed `target`'s limits."""
+
+    def launch_limits(self, target) -> Optional[dict]:
+        """The limits `check` applies, for messages and the package's record (None: no limits)."""
+        return None
+
+
+def check_positive(what: str, need: Optional[int], limit: Optional[int], target, hint: str = "") -> None:
+    """LimitError when `need` (known) exceeds `limit` (known): names `what`, both numbers and the target."""
+    if need is not None and limit is not None and need > limit:
+        raise LimitError(f"{what}: {need} exceeds the limit of {limit} on {target.name}{hint}")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How device code for a grid is written (data the device emitter, codegen/device.py, reads):
+    `prelude` starts every device source (native files are inlined); `kernel` is the text before a
+    kernel's name; `global_ptr` / `const_global_ptr` qualify pointer parameters; `unit_ids` gives
+    the C expression of each unit's index (e.g. "THREAD_X" -> the thread's x index);
+    `shared_array` qualifies an array every thread of a block shares; `barrier` waits for the
+    block's threads (and makes their shared-memory writes seen); `suffix` names the source file."""
+
+    name: str
+    prelude: str
+    kernel: str
+    global_ptr: str
+    const_global_ptr: str
+    restrict: str
+    unit_ids: tuple  # (unit name, C expression)
+    shared_array: str
+    barrier: str
+    suffix: str
+
+    def unit_id(self, unit: str) -> str:
+        """The C expression of `unit`'s index."""
+        return dict(self.unit_ids)[unit]
+
+
+@dataclass(frozen=True)
+class DeviceRuntime:
+    """The host calls that run a kernel (names of C functions in the runtime `header`, a file of
+    native/ inlined into the package): `kernel_get(source, name, options) -> handle` (NULL: error
+    set), `alloc(bytes)`, `write(buf, host, bytes)`, `read(buf, host, bytes)`, `free(buf)`,
+    `set_arg(handle, index, size, value*)` and `launch(handle, dims, global[3], local[3])`
+    (nonzero: error set); `handle_type` is the C type of a kernel handle; `grid_total`: whether
+    the launch takes the total number of threads per axis (True) or of blocks (False)."""
+
+    header: str
+    handle_type: str
+    kernel_get: str
+    alloc: str
+    write: str
+    read: str
+    free: str
+    set_arg: str
+    launch: str
+    grid_total: bool = True
