@@ -51,6 +51,21 @@ class Grid:
         """LimitError when the units bound (`bound`: unit name -> the number of its units the
         plan needs, an int, or None when it depends on runtime sizes) exceed `target`'s limits."""
 
+    def launch_sizes(self, counts: dict) -> tuple:
+        """(global[3], local[3]) C texts of a launch: `counts` maps each bound unit to the C text of
+        the number of its units; per axis, `local` is the product over the innermost level's units
+        (threads per block), `global` the product over all levels when the runtime counts threads
+        (`DeviceRuntime.grid_total`), else over the outer levels (blocks)."""
+        inner = self.levels[-1]
+        glob, local = [[], [], []], [[], [], []]
+        for name, text in counts.items():
+            u = self.units[name]
+            if u.level == inner:
+                local[u.axis].append(f"({text})")
+            if u.level != inner or self.runtime is None or self.runtime.grid_total:
+                glob[u.axis].append(f"({text})")
+        return tuple(" * ".join(x) or "1" for x in glob), tuple(" * ".join(x) or "1" for x in local)
+
     def launch_limits(self, target) -> Optional[dict]:
         """The limits `check` applies, for messages and the package's record (None: no limits)."""
         return None

@@ -6,7 +6,8 @@ lists them in, and in which a target takes the first vector ISA and toolchain on
 3. x86 SSE4.1 16-byte shapes (x86sse.py);
 4. the x86 tile unit, and its functional model (x86tile/);
 5. Gemmini (gemmini/);
-6. AArch64: Neon, and SVE at a fixed vector length, with its cross toolchain (arm/).
+6. AArch64: Neon, and SVE at a fixed vector length, with its cross toolchain (arm/);
+7. GPUs: the grid of blocks and threads, kernels in OpenCL C and CUDA C (gpu/).
 
 A library module defines its library and registers nothing when imported; `accpy.targets` imports
 this module. A user's own library is registered with `register_library(MyLibrary())` (library.py)
@@ -17,11 +18,12 @@ from __future__ import annotations
 from . import x86, x86narrow, x86sse
 from .arm import NEON
 from .gemmini import GEMMINI
+from .gpu.library import GPU
 from .library import register_library
 from .x86tile import X86TILE, X86TILE_MODEL
 
 #: the built-in libraries, in registration order
-BUILTIN_LIBRARIES = (x86.X86_VECTOR, X86TILE, X86TILE_MODEL, GEMMINI, NEON)
+BUILTIN_LIBRARIES = (x86.X86_VECTOR, X86TILE, X86TILE_MODEL, GEMMINI, NEON, GPU)
 
 
 def register_builtin_libraries() -> None:

@@ -1,0 +1,31 @@
+"""The two dialects GPU kernels are written in, from one loop IR (codegen/device.py reads these as
+data): OpenCL C (run through the OpenCL runtime: any OpenCL device, e.g. PoCL on this machine's
+CPU, or a GPU's own OpenCL driver) and CUDA C (compiled by nvcc). Both start with the same
+prelude: accpy's scalar semantics for device code (native/gpu/accpy_device.h). And the host
+runtime that launches OpenCL C kernels from a package (native/gpu/accpy_opencl.h)."""
+from __future__ import annotations
+
+from ..grid import DeviceRuntime, Dialect
+
+PRELUDE = '#include "gpu/accpy_device.h"'
+
+OPENCL_C = Dialect(
+    name="OpenCL C", prelude=PRELUDE, kernel="__kernel void", global_ptr="__global ",
+    const_global_ptr="__global const ", restrict="restrict",
+    unit_ids=(("BLOCK_X", "get_group_id(0)"), ("BLOCK_Y", "get_group_id(1)"), ("BLOCK_Z", "get_group_id(2)"),
+              ("THREAD_X", "get_local_id(0)"), ("THREAD_Y", "get_local_id(1)"), ("THREAD_Z", "get_local_id(2)")),
+    shared_array="__local", barrier="barrier(CLK_LOCAL_MEM_FENCE);", suffix=".cl")
+
+CUDA_C = Dialect(
+    name="CUDA C", prelude=PRELUDE, kernel='extern "C" __global__ void', global_ptr="", const_global_ptr="const ",
+    restrict="__restrict__",
+    unit_ids=(("BLOCK_X", "blockIdx.x"), ("BLOCK_Y", "blockIdx.y"), ("BLOCK_Z", "blockIdx.z"),
+              ("THREAD_X", "threadIdx.x"), ("THREAD_Y", "threadIdx.y"), ("THREAD_Z", "threadIdx.z")),
+    shared_array="__shared__", barrier="__syncthreads();", suffix=".cu")
+
+OPENCL_RUNTIME = DeviceRuntime(
+    header="gpu/accpy_opencl.h", handle_type="accpy_cl_kernel", kernel_get="accpy_cl_kernel_get",
+    alloc="accpy_cl_alloc", write="accpy_cl_write", read="accpy_cl_read", free="accpy_cl_free",
+    set_arg="accpy_cl_set_arg", launch="accpy_cl_launch", grid_total=True)
+
+DIALECTS = {"opencl": OPENCL_C, "cuda": CUDA_C}

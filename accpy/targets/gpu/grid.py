@@ -1,0 +1,48 @@
+"""A GPU's grid: blocks (BLOCK_X/Y/Z) of threads (THREAD_X/Y/Z), checked against the target's
+limits (threads per block, block dimensions, grid dimensions), its kernels written in OpenCL C and
+launched through the OpenCL runtime (accpy/targets/gpu/dialects.py)."""
+from __future__ import annotations
+
+from ..grid import Grid, Unit, check_positive
+from .dialects import OPENCL_C, OPENCL_RUNTIME
+
+# CUDA's grid dimensions (x: 2^31 - 1 blocks, y and z: 65535), also within OpenCL's
+_GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+
+
+class GpuGrid(Grid):
+    """The grid of a GPU target `target`."""
+
+    units = {f"{lv}_{ax}": Unit(f"{lv}_{ax}", lv.lower(), k)
+             for lv in ("BLOCK", "THREAD") for k, ax in enumerate("XYZ")}
+    levels = ("block", "thread")
+    dialect = OPENCL_C
+    runtime = OPENCL_RUNTIME
+
+    def unit(self, value) -> Unit:
+        name = getattr(value, "name", value)
+        if name in ("WARP_X", "WARP_Y"):
+            raise ValueError(f"bind: {name}: warps are bound by plan.tensorize's tensor-core mapping in accpy, not "
+                             f"by bind; bind threads (THREAD_X, THREAD_Y) instead")
+        return super().unit(value)
+
+    def check(self, target, bound: dict) -> None:
+        limits = self.launch_limits(target)
+        per_block = 1
+        for name, n in bound.items():
+            u = self.units[name]
+            if u.level == "thread":
+                check_positive(f"bind: {name} takes {n} threads per block, and", n,
+                               limits["max_block_size"][u.axis], target, " (max_block_size)")
+                per_block = None if per_block is None or n is None else per_block * n
+            else:
+                check_positive(f"bind: {name} takes {n} blocks, and", n, _GRID_LIMITS[u.axis], target,
+                               " (the grid's dimension)")
+        check_positive("bind: the threads of one block number", per_block, limits["max_threads_per_block"], target,
+                       " (max_threads_per_block)")
+
+    def launch_limits(self, target) -> dict:
+        return {"max_threads_per_block": getattr(target, "max_threads_per_block", None) or 1024,
+                "max_block_size": tuple(getattr(target, "max_block_size", None) or (1024, 1024, 64)),
+                "max_shared_memory_per_block": getattr(target, "max_shared_memory_per_block", None),
+                "warp_size": getattr(target, "warp_size", None)}
