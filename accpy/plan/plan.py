@@ -198,6 +198,10 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
             raise unknown_index(index, [d.index for d in self._schedule.space.dims], what)
         return self._schedule.space.dims[k].var
 
+    def _not_bound(self, index, what: str) -> None:
+        if any(index in ixs for ixs, _ in self._bindings):
+            raise ValueError(f"{what}: {index.name} is already bound (plan.bind): its iterations run at once")
+
     def _not_fusing(self, index, what: str) -> None:
         fusing = getattr(self._schedule, "get_fusing_index", None)
         if fusing is not None and index is fusing():
@@ -207,6 +211,7 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
     def _unroll(self, index) -> None:
         """Fully unroll the loop of `index` (its trip counts must be compile-time constants)."""
         self._dim_var(index)
+        self._not_bound(index, "unroll")
         was_vector = self._kind_of(index) == "vectorized"
         kinds = list(self._kinds)
         self._mark(index, "unrolled")
@@ -227,6 +232,7 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
 
         self._dim_var(index)
         self._not_fusing(index, "vectorize")
+        self._not_bound(index, "vectorize")
         if not self._target.vector_isa.has_vectors:
             raise RuntimeError(f"vectorize: target {self._target.name} has no vector instructions accpy can use")
         space = self._schedule.space

@@ -71,10 +71,11 @@ class Grid:
         return None
 
 
-def check_positive(what: str, need: Optional[int], limit: Optional[int], target, hint: str = "") -> None:
-    """LimitError when `need` (known) exceeds `limit` (known): names `what`, both numbers and the target."""
+def check_limit(what: str, need: Optional[int], limit: Optional[int], target, name: str) -> None:
+    """LimitError when `need` (known) exceeds `limit` (known): "`what` `need`, more than the `limit`
+    <target> allows (`name`)", `what` saying what asked for it."""
     if need is not None and limit is not None and need > limit:
-        raise LimitError(f"{what}: {need} exceeds the limit of {limit} on {target.name}{hint}")
+        raise LimitError(f"{what} {need}, more than the {limit} {target.name} allows ({name})")
 
 
 @dataclass(frozen=True)

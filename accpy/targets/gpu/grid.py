@@ -3,7 +3,7 @@ limits (threads per block, block dimensions, grid dimensions), its kernels writt
 launched through the OpenCL runtime (accpy/targets/gpu/dialects.py)."""
 from __future__ import annotations
 
-from ..grid import Grid, Unit, check_positive
+from ..grid import Grid, Unit, check_limit
 from .dialects import OPENCL_C, OPENCL_RUNTIME
 
 # CUDA's grid dimensions (x: 2^31 - 1 blocks, y and z: 65535), also within OpenCL's
@@ -32,14 +32,14 @@ class GpuGrid(Grid):
         for name, n in bound.items():
             u = self.units[name]
             if u.level == "thread":
-                check_positive(f"bind: {name} takes {n} threads per block, and", n,
-                               limits["max_block_size"][u.axis], target, " (max_block_size)")
+                check_limit(f"bind: {name} would take", n, limits["max_block_size"][u.axis], target,
+                            f"max_block_size[{u.axis}]: threads along {name[-1]}")
                 per_block = None if per_block is None or n is None else per_block * n
             else:
-                check_positive(f"bind: {name} takes {n} blocks, and", n, _GRID_LIMITS[u.axis], target,
-                               " (the grid's dimension)")
-        check_positive("bind: the threads of one block number", per_block, limits["max_threads_per_block"], target,
-                       " (max_threads_per_block)")
+                check_limit(f"bind: {name} would take", n, _GRID_LIMITS[u.axis], target,
+                            f"blocks along {name[-1]}")
+        check_limit("bind: one block would have threads:", per_block, limits["max_threads_per_block"], target,
+                    "max_threads_per_block")
 
     def launch_limits(self, target) -> dict:
         return {"max_threads_per_block": getattr(target, "max_threads_per_block", None) or 1024,

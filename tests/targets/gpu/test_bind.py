@@ -1,0 +1,177 @@
+"""plan.bind on GPU targets: bound plans match the reference evaluator when their OpenCL C kernels
+run on an OpenCL device (PoCL on this machine's CPU), and binds a device could not run, or that
+would change the result, are refused by the `bind` call, naming what failed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accpy as acc
+from accpy.errors import LimitError, ScheduleError
+from accpy.testing import assert_matches_reference
+
+A100 = acc.Target(acc.Target.Model.NVIDIA_A100)
+MI100 = acc.Target(acc.Target.Model.AMD_MI100)
+F32 = acc.ScalarType.float32
+
+
+def matmul(M, N, K, dtype=F32):
+    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(M, N), name="C")
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    return nest, (A, B, C)
+
+
+def tiled_plan(M, N, K, target=A100, bm=16, bn=16, dtype=F32):
+    nest, args = matmul(M, N, K, dtype)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, bm), s.split(j, bn)
+    s.reorder(i, j, ii, jj, k)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
+               jj: target.GridUnit.THREAD_X})
+    return plan, args, (i, j, k, ii, jj)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 32), (70, 45, 33), (1, 17, 5)])
+def test_a_tiled_matmul_bound_to_blocks_and_threads_matches(needs_opencl, shape):
+    plan, args, _ = tiled_plan(*shape)
+    assert_matches_reference(plan, args)
+
+
+def test_the_tutorial_target_and_int32(needs_opencl):
+    # Accera's GPU tutorial binds for AMD's MI100; int32 wraps as the reference does
+    plan, args, _ = tiled_plan(40, 36, 20, target=MI100, bm=8, bn=32, dtype=acc.ScalarType.int32)
+    assert_matches_reference(plan, args)
+
+
+def test_a_tuple_of_loops_shares_one_unit(needs_opencl):
+    nest, args = matmul(24, 20, 7)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii = s.split(i, 4)
+    s.reorder(i, ii, j, k)
+    plan = s.create_plan(A100)
+    plan.bind({i: A100.GridUnit.BLOCK_X, (ii, j): A100.GridUnit.THREAD_X})
+    assert_matches_reference(plan, args)
+
+
+def test_unbound_outer_loops_run_inside_each_thread(needs_opencl):
+    # k outermost, unbound: every thread runs its own k loop (no other thread touches its C[i, j])
+    nest, args = matmul(12, 10, 9)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    s.reorder(k, i, j)
+    plan = s.create_plan(A100)
+    plan.bind({i: A100.GridUnit.THREAD_Y, j: A100.GridUnit.THREAD_X})
+    assert_matches_reference(plan, args)
+
+
+def test_runtime_sizes_size_the_grid(needs_opencl):
+    M, N = acc.create_dimensions()
+    X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(M, N), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N), name="Y")
+    nest = acc.Nest(shape=(M, N))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i, j] = Y[i, j] * 2.0 + X[i, j]
+
+    s = nest.create_schedule()
+    jj = s.split(j, 32)
+    s.reorder(i, j, jj)
+    plan = s.create_plan(A100)
+    plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, jj: A100.GridUnit.THREAD_X})
+    pkg = acc.Package()
+    pkg.add(plan, args=(M, N, X, Y), base_name="axpy")
+    lib = pkg.build("gpu_axpy", python_module=False)
+    rng = np.random.default_rng(1)
+    for m, n in ((5, 70), (33, 1), (0, 9)):
+        x = rng.random((m, n), dtype=np.float32)
+        y = rng.random((m, n), dtype=np.float32)
+        want = y * 2 + x
+        lib.axpy(m, n, x, y)
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+def test_a_3x3_convolution_bound_over_output_pixels(needs_opencl):
+    H, W, CI, CO = 10, 12, 3, 4
+    I = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(H + 2, W + 2, CI), name="I")
+    Wt = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(3, 3, CI, CO), name="Wt")
+    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(H, W, CO), name="O")
+    nest = acc.Nest(shape=(H, W, CO, 3, 3, CI))
+    y, x, co, ky, kx, ci = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
+
+    s = nest.create_schedule()
+    xx = s.split(x, 4)
+    s.reorder(y, x, xx, co, ky, kx, ci)
+    plan = s.create_plan(A100)
+    plan.bind({y: A100.GridUnit.BLOCK_Y, x: A100.GridUnit.BLOCK_X, xx: A100.GridUnit.THREAD_Y,
+               co: A100.GridUnit.THREAD_X})
+    assert_matches_reference(plan, (I, Wt, O))
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+def test_bind_on_a_cpu_target_is_refused():
+    nest, _ = matmul(8, 8, 8)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(acc.Target.HOST)
+    with pytest.raises(ValueError, match="has no grid of blocks and threads"):
+        plan.bind({i: A100.GridUnit.THREAD_X})
+
+
+def test_binding_the_reduction_loop_is_refused_naming_the_race():
+    nest, _ = matmul(8, 8, 8)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(A100)
+    with pytest.raises(ScheduleError, match=r"bind\(k: THREAD_X\): two units of the grid would race on C"):
+        plan.bind({k: A100.GridUnit.THREAD_X})
+    plan.bind({i: A100.GridUnit.THREAD_X})  # (nothing was recorded by the refused call)
+    assert plan.bindings == (((i,), "THREAD_X"),)
+
+
+def test_a_block_too_large_for_the_target_is_refused():
+    nest, _ = matmul(64, 64, 8)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(A100)
+    with pytest.raises(LimitError, match=r"one block would have threads: 4096, more than the 1024 NVidia A100 allows "
+                                        r"\(max_threads_per_block\)"):
+        plan.bind({i: A100.GridUnit.THREAD_Y, j: A100.GridUnit.THREAD_X})
+    nest, _ = matmul(8, 128, 8)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(A100)
+    with pytest.raises(LimitError, match=r"THREAD_Z would take 128, more than the 64 .* allows \(max_block_size\[2\]"):
+        plan.bind({j: A100.GridUnit.THREAD_Z})
+
+
+def test_blocks_inside_threads_and_bad_units_are_refused():
+    nest, _ = matmul(16, 16, 8)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(A100)
+    with pytest.raises(ScheduleError, match="j .bound to BLOCK_X. is inside i .bound to THREAD_Y."):
+        plan.bind({i: A100.GridUnit.THREAD_Y, j: A100.GridUnit.BLOCK_X})
+    with pytest.raises(ValueError, match="THREAD_X is bound twice"):
+        plan.bind({i: A100.GridUnit.THREAD_X, (j,): "THREAD_X"})
+    with pytest.raises(ValueError, match="is not a unit of this target's grid"):
+        plan.bind({i: "LANE_X"})
+    with pytest.raises(TypeError, match="mapping: expected a non-empty dict"):
+        plan.bind([i])
+    plan.bind({i: A100.GridUnit.BLOCK_X})
+    with pytest.raises(ValueError, match="i is already bound"):
+        plan.bind({i: A100.GridUnit.BLOCK_Y})
+    with pytest.raises(ValueError, match="i is already bound"):
+        plan.unroll(i)
