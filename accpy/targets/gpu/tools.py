@@ -441,7 +441,8 @@ def compile_cuda(source: str, arch: str = "sm_80", mode: str = "ptx", extra: Seq
         src, out = Path(tmp) / "kernel.cu", Path(tmp) / out_name
         src.write_text(source)
         verbose = [] if mode == "ptx" else ["-Xptxas", "-v"]
-        cmd = [str(tools.nvcc), f"-arch={arch}", flag, *verbose, *tools.include_flags(), *extra, str(src), "-o", str(out)]
+        cmd = [str(tools.nvcc), f"-arch={arch}", flag, *verbose, *tools.include_flags(), *extra, str(src),
+               "-o", str(out)]
         messages = _run_nvcc(cmd, tools, source, arch, mode, cwd=tmp)
         if mode == "ptx":
             cmd = [str(tools.tool("ptxas")), f"-arch={arch}", "-v", str(out), "-o", os.devnull]
