@@ -35,7 +35,7 @@
 
 #include <cuda_fp16.h>
 
-#define ACCPY_MMA_FN static __device__ __forceinline__
+#define ACCPY_MMA_FN __device__ __forceinline__
 #define ACCPY_MMA_WARP 32
 #define ACCPY_MMA_NEEDS_SCRATCH 0
 #define ACCPY_MMA_SCRATCH_BYTES_F16 0
