@@ -298,6 +298,19 @@ def test_opencl_maps_are_mma_py_maps(cl_queue):
         o += n
 
 
+def test_opencl_scratch_sizes_are_the_macros(cl_queue):
+    cl, ctx, queue = cl_queue
+    body = "".join(f"out[{2 * i}] = sizeof(accpy_mma_scratch_{t}); out[{2 * i + 1}] = ACCPY_MMA_SCRATCH_BYTES_{t.upper()};"
+                   for i, t in enumerate(DTYPES))
+    source = (NATIVE / "accpy_mma.cl.h").read_text() + f"__kernel void sizes(__global int* out) {{ {body} }}"
+    out = np.zeros(2 * len(DTYPES), dtype=np.int32)
+    buf = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, out.nbytes)
+    cl.Program(ctx, source).build().sizes(queue, (1,), (1,), buf)
+    cl.enqueue_copy(queue, out, buf)
+    queue.finish()
+    assert out.tolist() == [1536, 1536, 1536, 1536, 384, 384, 384, 384]
+
+
 def _coord_bodies(path: Path) -> dict:
     """name -> the statements of each accpy_mma_coord_* function, with the dialects' spellings of
     unsigned and of an int2 constructor made alike."""
