@@ -20,7 +20,7 @@ from . import algorithms  # Accera's acc.algorithms: heuristics for Plan.auto
 from .plan.cache import Cache, MemorySpace
 from .schedule.fuse import FusedSchedule, fuse
 from .schedule.schedule import Schedule
-from .targets import Target
+from .targets import MMAFragmentOp, MMASchedulingPolicy, MMAShape, Target
 from . import targets as Targets  # Accera's module name: acc.Targets.Model lists the known models
 from .targets.cache_strategy import AUTO, CacheStrategy
 from . import tune  # the accpy.tune package; calling it runs accpy.tune.tune

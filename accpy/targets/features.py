@@ -26,8 +26,8 @@ class _NamedEnum(enum.Enum):
 
 
 class Category(_NamedEnum):
-    """The kind of device: CPU, or an ACCELERATOR such as Gemmini. GPU is Accera's name for its GPU
-    targets, which accpy does not build for (a Target of that category raises ValueError)."""
+    """The kind of device: CPU, an ACCELERATOR such as Gemmini, or a GPU: a device whose kernels are
+    launched through a GPU runtime (CUDA, ROCM, VULKAN, OPENCL), an OpenCL CPU device included."""
 
     CPU = "CPU"
     ACCELERATOR = "ACCELERATOR"
@@ -46,8 +46,9 @@ class Architecture(_NamedEnum):
 
 
 class Runtime(_NamedEnum):
-    """How parallel loops run: OPENMP threads, or NONE. CUDA, ROCM and VULKAN are Accera's GPU
-    runtimes, named so that Accera code reads; a Target with one of them raises ValueError."""
+    """How parallel loops run: OPENMP threads, or NONE, on a CPU; on a GPU, the runtime that launches
+    its kernels: CUDA, ROCM, VULKAN (Accera's) or OPENCL (accpy's). A CPU target with a GPU runtime,
+    or a GPU target with a CPU one, raises ValueError (target.py)."""
 
     NONE = "NONE"
     DEFAULT = "DEFAULT"
@@ -55,9 +56,10 @@ class Runtime(_NamedEnum):
     CUDA = "CUDA"
     ROCM = "ROCM"
     VULKAN = "VULKAN"
+    OPENCL = "OPENCL"
 
 
-GPU_RUNTIMES = (Runtime.CUDA, Runtime.ROCM, Runtime.VULKAN)
+GPU_RUNTIMES = (Runtime.CUDA, Runtime.ROCM, Runtime.VULKAN, Runtime.OPENCL)
 
 
 class Platform(enum.Enum):

@@ -1,13 +1,15 @@
 """Known target models (`acc.Target.Model`): public facts about a few processors, as data.
 
 Each entry gives what a model's `Target` starts from; keyword arguments of `acc.Target`
-override any of it. Two sources: accpy's own entries below (SPECS, each citing its source),
-and Accera's published table of known processors (devices.py, ACCERA_SPECS), so that
-Accera's names work unchanged (`acc.Target("Intel 7900X")`, `Target.Model.INTEL_7960X`). A
-name matches exactly first; words of a name (e.g. "8700") are looked up among accpy's own
-entries first, then Accera's. `cache_sizes` are in KiB (Accera's unit; the constants below are
-written in bytes and converted) and list L1 data, L2 and L3 as one core sees them (L1d and L2 are per core; L3 is the cache the core's complex shares: the whole
-socket's on Intel's mesh parts, one CCD's 32 MiB on AMD EPYC). Frequencies are base and
+override any of it. Three sources: accpy's own entries below (SPECS, each citing its source),
+Accera's published table of known processors (devices.py, ACCERA_SPECS), so that
+Accera's names work unchanged (`acc.Target("Intel 7900X")`, `Target.Model.INTEL_7960X`), and the
+GPUs of gpu/models.py (GPU_SPECS: Accera's CUDA and ROCm models, NVIDIA's H100, a generic OpenCL
+device; their limits kept in `extra`, see gpu/models.py). A name matches exactly first; words of
+a name (e.g. "8700") are looked up among accpy's own entries first, then Accera's, then the
+GPUs'. `cache_sizes` are in KiB (Accera's unit; the constants below are written in bytes and
+converted) and list L1 data, L2 and L3 as one core sees them (L1d and L2 are per core; L3 is the
+cache the core's complex shares: the whole socket's on Intel's mesh parts, one CCD's 32 MiB on AMD EPYC). Frequencies are base and
 maximum turbo/boost in GHz. `extensions` use the cpuinfo names of accpy/targets/target.py
 and are written out in full (no implied features added). Every entry names its source.
 
@@ -25,6 +27,7 @@ from typing import Optional
 from .devices import KNOWN_CPUS
 from .features import Architecture, Category, Runtime, _key, normalize_extensions
 from .gemmini import machine as _gm  # Gemmini's dimensions: defined once, in native/gemmini/gemmini.h
+from .gpu.models import GPU_MODELS, GPUModel
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -183,7 +186,19 @@ def _accera_specs() -> list:
 
 
 ACCERA_SPECS = _accera_specs()
-ALL_SPECS = SPECS + ACCERA_SPECS
+
+
+def gpu_spec(gpu: GPUModel) -> ModelSpec:
+    """The model of a GPU: category GPU, its runtime, its limits in `extra` (GPUModel.facts). The host
+    architecture is the launcher's (HOST: the machine that builds it); `num_cores` counts SMs / compute
+    units; `num_threads` 1 (the host threads a launch takes; the device's parallelism is in its facts)."""
+    return ModelSpec(gpu.name, gpu.family, gpu.aliases, Category.GPU, Architecture.HOST, (), gpu.num_cores, 1,
+                     gpu.frequency_GHz, None, (), (), gpu.vector_bytes, 0, gpu.runtime, gpu.facts(),
+                     accera=gpu.accera)
+
+
+GPU_SPECS = [gpu_spec(g) for g in GPU_MODELS]
+ALL_SPECS = SPECS + ACCERA_SPECS + GPU_SPECS
 _BY_KEY = {s.key: s for s in ALL_SPECS}
 
 
@@ -243,7 +258,8 @@ def lookup(known_name) -> ModelSpec:
     words = set(_tokens(known_name))
     # accpy's entries, Accera's by name, then Accera's by name and branding: its rows name a processor
     # without its brand ("Intel 6700", branding "Core i7"), which users write ("Intel Core i7-6700")
-    for specs, named in ((SPECS, _name_words), (ACCERA_SPECS, _name_words), (ACCERA_SPECS, _branded_words)):
+    for specs, named in ((SPECS, _name_words), (ACCERA_SPECS, _name_words), (ACCERA_SPECS, _branded_words),
+                         (GPU_SPECS, _name_words)):
         exact = [s for s in specs if compact in {_key(n).replace("_", "") for n in (s.name,) + s.aliases}]
         if len(exact) == 1:
             return exact[0]
@@ -265,8 +281,8 @@ def lookup(known_name) -> ModelSpec:
     close_names = list(dict.fromkeys(names[c] for c in close))
     hint = f" Close names: {', '.join(repr(c) for c in close_names)}." if close_names else ""
     raise UnknownTargetError(f"Target: no known device matches {known_name!r}.{hint} Known: \"HOST\", "
-                             f"{', '.join(repr(s.name) for s in SPECS)} and the {len(ACCERA_SPECS)} processors "
-                             f"of Accera's table (acc.Target.Model lists them all).")
+                             f"{', '.join(repr(s.name) for s in SPECS + GPU_SPECS)} and the {len(ACCERA_SPECS)} "
+                             f"processors of Accera's table (acc.Target.Model lists them all).")
 
 
 def model_for_brand(brand: str) -> Optional[ModelSpec]:

@@ -5,6 +5,9 @@
     acc.Target(acc.Target.Model.AMD_EPYC_9654)   a known model (see models.py)
     acc.Target("Intel Xeon Platinum 8380", num_threads=8)   by name, with overrides
     acc.Target.HOST(vector_bytes=32)         a copy of a target with overrides
+    acc.Target(acc.Target.Model.NVIDIA_A100) a GPU (also "NVidia V100", Model.AMD_MI100, Model.OPENCL)
+    acc.Target(category=acc.Target.Category.GPU, runtime=acc.Target.Runtime.ROCM)   a generic GPU
+    accpy.targets.opencl_device_target()     the installed OpenCL runtime's device (e.g. PoCL's)
 
 Keyword arguments override the model's values (None keeps the model's value). A name
 that is neither "HOST" nor one known model raises `RuntimeError` naming the close ones.
@@ -33,6 +36,15 @@ VL), as in Accera; "AVX2" brings FMA, which every AVX2 processor of Intel (Haswe
 and AMD (Excavator / Zen on) has and which accpy's AVX2 code uses. Overriding
 `extensions` of a CPU target also sets `vector_bytes` and `vector_registers` to the
 widest registers those extensions give, unless they are given too.
+
+GPU targets (category GPU) are made from a GPU model (gpu/models.py) and keep its limits in
+`extra` (properties `warp_size`, `max_threads_per_block`, `max_block_size`, `max_shared_memory_per_block`,
+`max_static_shared_memory_per_block`, `max_registers_per_block`, `device_arch`, `tensor_core_info`;
+None, or no tensor cores, on other targets); `extra=` on a GPU replaces the facts it names and keeps
+the others. Their runtime launches their kernels (CUDA on NVIDIA, ROCM on AMD, OPENCL or VULKAN on
+any). A CPU or accelerator model is never made a GPU, nor given a GPU runtime (ValueError): its
+facts describe code running on its own cores, not a device's limits. A generic GPU (no model) has
+the limits every OpenCL device guarantees.
 """
 from __future__ import annotations
 
@@ -41,10 +53,13 @@ from typing import Optional
 
 from .features import (_HAS, ARM_FEATURES, GPU_RUNTIMES, Architecture, Category, Extensions, Runtime, _key,
                        normalize_extensions, widest_vector)
+from .gpu.enums import GridUnit
+from .gpu.models import (NO_TENSOR_CORES, GPUModel, check_runtime, generic_gpu, gpu_extra,
+                         read_opencl_device)
 from .host import _host_values
 from .library import libraries, libraries_for, vector_isa_for
 from .tensor_unit import tensor_units
-from .models import lookup
+from .models import gpu_spec, lookup
 from .toolchain import toolchain_for
 
 
@@ -146,8 +161,6 @@ def _apply(values: dict, overrides: dict) -> dict:
         raise TypeError(f"Target: unexpected keyword argument(s) {', '.join(unknown)}; "
                         f"accepted: {', '.join(_OVERRIDABLE)}")
     o = {k: v for k, v in overrides.items() if v is not None}
-    if "tensor_core_info" in o:
-        raise ValueError("tensor_core_info: GPU tensor cores are not supported by accpy")
     out = dict(values)
     if "type" in o:  # Accera's manual writes Target(type=Target.Category.CPU): the category
         t = _enum(o.pop("type"), Category, "type")
@@ -156,16 +169,10 @@ def _apply(values: dict, overrides: dict) -> dict:
         o["category"] = t
     if "category" in o:
         out["category"] = _enum(o["category"], Category, "category")
-        if out["category"] is Category.GPU:
-            raise ValueError("category: GPU targets (Accera's CUDA, ROCm and Vulkan targets) are not supported by "
-                             "accpy; its targets are CPUs and accelerators (acc.Target.Category.CPU, ACCELERATOR)")
     if "architecture" in o:
         out["architecture"] = _enum(o["architecture"], Architecture, "architecture")
     if "runtime" in o:
         out["runtime"] = _enum(o["runtime"], Runtime, "runtime")
-        if out["runtime"] in GPU_RUNTIMES:
-            raise ValueError(f"runtime: {out['runtime'].name} is a GPU runtime, and GPU targets are not supported by "
-                             f"accpy; a CPU's parallel loops run with OPENMP (or NONE)")
     for k in ("name", "family"):
         if k in o:
             if not isinstance(o[k], str):
@@ -193,8 +200,50 @@ def _apply(values: dict, overrides: dict) -> dict:
     if "cache_lines" in o:
         out["cache_lines"] = _sizes(o["cache_lines"], "cache_lines", 8)
     if "extra" in o:
-        out["extra"] = _extra(o["extra"])
+        given = _extra(o["extra"])
+        out["extra"] = gpu_extra(out["extra"], given) if out["category"] is Category.GPU else given
+    if "tensor_core_info" in o:
+        if out["category"] is not Category.GPU:
+            raise ValueError(f"tensor_core_info: only GPU targets have tensor cores; {out['name']!r} is a "
+                             f"{out['category'].name} (a CPU's tensor units come with its extensions, e.g. AMX)")
+        out["extra"] = gpu_extra(out["extra"], (("tensor_core_info", o["tensor_core_info"]),))
+    _check_device(values, out)
     return out
+
+
+def _check_device(before: dict, out: dict) -> None:
+    """ValueError when a target's values mix a CPU's and a GPU's: a CPU or accelerator model made a GPU
+    (or back), a GPU runtime on a CPU, a CPU runtime (or another vendor's) on a GPU, extensions on a GPU."""
+    name, was, now = out["name"], before["category"], out["category"]
+    if now is Category.GPU and was is not Category.GPU:
+        # a CPU model's facts (cores, caches, vector registers) are not a GPU's limits (warp size, threads
+        # and shared memory per block), which binds and shared caches are checked against
+        raise ValueError(f"category: GPU targets are made from a GPU model; {name!r} is a {was.name} model, whose "
+                         f"facts are not a GPU's limits: give a GPU model (acc.Target.Model.NVIDIA_A100, AMD_MI100, "
+                         f"OPENCL, ...), or acc.Target(category=acc.Target.Category.GPU, runtime=...) for a "
+                         f"generic GPU")
+    if was is Category.GPU and now is not Category.GPU:
+        raise ValueError(f"category: {name!r} is a GPU model, not a {now.name}; a {now.name} target is made from "
+                         f"HOST or a {now.name} model")
+    if now is Category.GPU:
+        check_runtime(out["runtime"], dict(out["extra"]).get("device_arch", ""), name)
+        if out["extensions"]:
+            raise ValueError(f"extensions: {name!r} is a GPU; instruction-set extensions "
+                             f"({', '.join(out['extensions'])}) are a CPU's")
+    elif out["runtime"] in GPU_RUNTIMES:
+        # code for a CPU runs on its cores: a GPU runtime launches kernels on a device whose limits a CPU
+        # model does not describe (OpenCL on this CPU, e.g. PoCL, is a device: opencl_device_target())
+        raise ValueError(f"runtime: {out['runtime'].name} is a GPU runtime, and {name!r} is a {now.name} target; a "
+                         f"CPU's parallel loops run with OPENMP (or NONE). For a GPU give a GPU model; for an OpenCL "
+                         f"device of this machine, accpy.targets.opencl_device_target()")
+
+
+def _generic_gpu(known_name, category, type) -> bool:
+    """Whether `Target(known_name, category=..., type=...)` asks for a generic GPU (no model named)."""
+    if not (known_name is None or known_name == "" or (isinstance(known_name, str) and _key(known_name) == "HOST")):
+        return False
+    return any(c is not None and _enum(c, Category, what) is Category.GPU for c, what in ((category, "category"),
+                                                                                            (type, "type")))
 
 
 _GENERIC = (("name", "custom"), ("category", Category.CPU), ("architecture", Architecture.X86_64), ("family", ""),
@@ -245,10 +294,16 @@ class Target:
             if known_name not in ("HOST", None, model):
                 raise ValueError(f"Target: known_name={known_name!r} and model={model!r} name different targets")
             known_name = model
-        if known_name is None or known_name == "":
+        if _generic_gpu(known_name, category, type):
+            # Accera's Target(category=GPU, runtime=...): a GPU of that runtime with nothing else known
+            given = Runtime.OPENCL if runtime is None else _enum(runtime, Runtime, "runtime")
+            base = gpu_spec(generic_gpu(given)).values()
+        elif known_name is None or known_name == "":
             base = dict(_GENERIC)
         elif isinstance(known_name, str) and _key(known_name) == "HOST":
             base = dict(_host_values())
+        elif isinstance(known_name, GPUModel):  # a device's facts, e.g. read from the OpenCL runtime
+            base = gpu_spec(known_name).values()
         else:
             base = lookup(known_name).values()
         overrides = dict(category=category, architecture=architecture, runtime=runtime, name=name, family=family,
@@ -354,6 +409,75 @@ class Target:
         """Whether the target is a CPU (not an accelerator)."""
         return self.category is Category.CPU
 
+    # -- a GPU's facts (gpu/models.py, kept in `extra`; None on other targets) --------------------------
+    @property
+    def is_gpu(self) -> bool:
+        """Whether the target is a GPU (a device whose kernels a GPU runtime launches)."""
+        return self.category is Category.GPU
+
+    def _gpu_fact(self, key: str):
+        return self.get(key) if self.is_gpu else None
+
+    @property
+    def warp_size(self) -> Optional[int]:
+        """Threads that run in lockstep (32 on NVIDIA, 64 on AMD's CDNA; 1 on an OpenCL device)."""
+        return self._gpu_fact("warp_size")
+
+    @property
+    def max_threads_per_block(self) -> Optional[int]:
+        """Threads a block may have (the product of a bind's THREAD_X/Y/Z extents)."""
+        return self._gpu_fact("max_threads_per_block")
+
+    @property
+    def max_block_size(self) -> Optional[tuple]:
+        """Threads a block may have along (x, y, z)."""
+        return self._gpu_fact("max_block_size")
+
+    @property
+    def max_shared_memory_per_block(self) -> Optional[int]:
+        """Bytes of shared memory a block may use (with the device's dynamic opt-in)."""
+        return self._gpu_fact("max_shared_memory_per_block")
+
+    @property
+    def max_static_shared_memory_per_block(self) -> Optional[int]:
+        """Bytes of shared memory a kernel may declare statically."""
+        return self._gpu_fact("max_static_shared_memory_per_block")
+
+    @property
+    def max_registers_per_block(self) -> Optional[int]:
+        """32-bit registers the threads of a block share (None where the device does not tell)."""
+        return self._gpu_fact("max_registers_per_block")
+
+    @property
+    def device_arch(self) -> Optional[str]:
+        """The GPU's architecture as its compiler names it: "sm_80", "gfx908"; "" unknown."""
+        return self._gpu_fact("device_arch")
+
+    @property
+    def compute_capability(self) -> Optional[tuple]:
+        """(major, minor) of an NVIDIA GPU ("sm_80" -> (8, 0)), else None."""
+        arch = self.device_arch or ""
+        if not (arch.startswith("sm_") and arch[3:].isdigit() and len(arch) > 4):
+            return None
+        return int(arch[3:-1]), int(arch[-1])
+
+    @property
+    def gfx(self) -> Optional[str]:
+        """An AMD GPU's gfx target ("gfx908"), else None."""
+        arch = self.device_arch or ""
+        return arch if arch.startswith("gfx") else None
+
+    @property
+    def tensor_core_info(self):
+        """The tensor-core operations of a GPU (gpu/models.py `TensorCoreInfo`: `supports(input_type,
+        output_type, shape)`, `entries`); empty on other targets and GPUs without tensor cores."""
+        return self._gpu_fact("tensor_core_info") or NO_TENSOR_CORES
+
+    @property
+    def opencl_device(self) -> Optional[tuple]:
+        """(platform, device) of an OpenCL device read from the runtime (opencl_device_target), else None."""
+        return self._gpu_fact("opencl_device")
+
     def _resolved(self, name: str, resolve):  # name: one of _RESOLVED
         """`resolve(sealed copy of this target)`, kept on the target and resolved again only when the
         target's values or the registered libraries change (the interfaces a target resolves once)."""
@@ -410,3 +534,10 @@ _OPTIONAL = ("frequency_GHz", "turbo_frequency_GHz")
 def host_target() -> Target:
     """This machine (equal to `acc.Target.HOST`)."""
     return Target("HOST")
+
+
+def opencl_device_target(platform: int = 0, device: int = 0) -> Target:
+    """A GPU target of device `device` of platform `platform` of the installed OpenCL runtime, with the
+    limits it reports and its name (gpu/models.py `read_opencl_device`; e.g. PoCL's CPU device).
+    OpenCLDeviceError (a RuntimeError) when no runtime, platform or such device exists."""
+    return Target(read_opencl_device(platform, device))
