@@ -25,3 +25,16 @@ def cache_dir() -> Path:
     p = Path(d)
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def native_text(name: str) -> str:
+    """The text of native/`name`, with each `#include "x.h"` of a native file replaced by that
+    file's text (recursively): C that stands alone."""
+    out = []
+    for line in native_file(name).read_text().splitlines(keepends=True):
+        s = line.strip()
+        if s.startswith('#include "') and s.endswith('"'):
+            out.append(native_text(s[len('#include "'):-1]))
+        else:
+            out.append(line)
+    return "".join(out)

@@ -129,21 +129,25 @@ def blocks_apart(blk: Footprint, var) -> Optional[bool]:
     return apart
 
 
-def footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Footprint]:
-    """The block of `buf` at `site` (None when the site does not touch it)."""
+def footprint(site: For, enclosing: list, buf: Buffer, symbols, across=()) -> Optional[Footprint]:
+    """The block of `buf` at `site` (None when the site does not touch it). The enclosing loops over
+    the vars `across` count as loops of the site: the block is the union over their iterations
+    (a cache the units of a grid's block share: each thread's loop, the block of them all)."""
     try:
-        return _footprint(site, enclosing, buf, symbols)
+        return _footprint(site, enclosing, buf, symbols, across)
     except _Unbounded as e:
         raise ScheduleError(str(e)) from None
 
 
-def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Footprint]:
+def _footprint(site: For, enclosing: list, buf: Buffer, symbols, across=()) -> Optional[Footprint]:
     accesses = _collect(site, buf)
     if not accesses:
         return None
+    spread = [f for f in enclosing if isinstance(f, For) and f.var in across]
     ctx_cons = []
     for f in enclosing:
-        ctx_cons += loop_constraints(f)
+        if not any(f is x for x in spread):
+            ctx_cons += loop_constraints(f)
     ctx_cons += [Affine.var(s) for s in symbols]
     ctx = ConstraintSet(ctx_cons)
     rank = buf.rank
@@ -151,8 +155,8 @@ def _footprint(site: For, enclosing: list, buf: Buffer, symbols) -> Optional[Foo
     his: list = [[] for _ in range(rank)]
     live = []
     for acc in accesses:
-        cons = ConstraintSet(ctx_cons + [c for f in acc.chain for c in loop_constraints(f)])
-        drop = [f.var for f in acc.chain]
+        cons = ConstraintSet(ctx_cons + [c for f in spread + list(acc.chain) for c in loop_constraints(f)])
+        drop = [f.var for f in spread + list(acc.chain)]
         got = _access_bounds(acc, cons, drop, ctx, buf.name)
         if got is not None:  # None: an access in a piece of no iterations touches nothing
             live.append(acc)
@@ -423,10 +427,11 @@ def prod(xs) -> int:
     return p
 
 
-def site_footprints(stmt, var, buf, symbols, enclosing=(), group_pieces: bool = False) -> list:
+def site_footprints(stmt, var, buf, symbols, enclosing=(), group_pieces: bool = False, across=()) -> list:
     """The block of `buf` at every loop over `var` (the cache's sites; with `group_pieces`, the
-    consecutive pieces unswitching cut one loop into are one site)."""
-    blocks = [footprint(f, enc, buf, symbols) for f, enc in loops_with_context(stmt, var, enclosing, group_pieces)]
+    consecutive pieces unswitching cut one loop into are one site; `across` as footprint's)."""
+    blocks = [footprint(f, enc, buf, symbols, across)
+              for f, enc in loops_with_context(stmt, var, enclosing, group_pieces)]
     return [b for b in blocks if b is not None]
 
 

@@ -134,6 +134,8 @@ class Names:
 
 
 class CEmitter(VectorEmitter):
+    gcc_loop_fence = True  # the empty asm that keeps gcc 12's vectorizer off some loops (below)
+
     def __init__(self, names: Optional[Names] = None, const_prefix: str = ""):
         self.names = names or Names()
         self.const_prefix = const_prefix
@@ -339,7 +341,7 @@ class CEmitter(VectorEmitter):
         elif s.kind == LoopKind.SIMD:
             self.emit("#pragma omp simd", 0)
         self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{", depth)
-        if s.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and carries_array_dependence(s):
+        if self.gcc_loop_fence and s.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and carries_array_dependence(s):
             # gcc 12's loop vectorizer miscompiles some loops whose iterations write overlapping
             # elements (e.g. C[2i] += ..; C[2i-1] += ..): an empty asm with a memory clobber keeps
             # it off this loop only (gcc 12 has no per-loop "novector" pragma).

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import Buffer
-from ..ir.kinds import BufferRole, LoopKind
+from ..ir.expr import Buffer, Call
+from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.stmt import Alloc, For, Function
 from ..ir.visitor import buffers_of, nodes_of
+from ..targets.grid import BARRIER, UNIT_ID
 from .c import CEmitter, Names, c_type
 
 
@@ -33,6 +34,11 @@ class DeviceEmitter(CEmitter):
     """CEmitter for device code in `dialect`."""
 
     dialect = None
+    gcc_loop_fence = False  # (no gcc asm in device code)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.shared: list = []  # shared arrays, declared at the kernel's top
 
     def s_For(self, s: For, depth):
         if s.kind != LoopKind.BOUND:
@@ -46,12 +52,28 @@ class DeviceEmitter(CEmitter):
         v = self.var(s.var)
         self.emit("{", depth)
         self.emit(f"const int64_t {v} = {self.expr(s.lo)} + {ix};", depth + 1)
-        self.emit(f"if ({v} < {self.expr(s.hi)}) {{", depth + 1)
-        self.stmt(s.body, depth + 2)
-        self.emit("}", depth + 1)
+        if s.attr("guard", True):
+            self.emit(f"if ({v} < {self.expr(s.hi)}) {{", depth + 1)
+            self.stmt(s.body, depth + 2)
+            self.emit("}", depth + 1)
+        else:  # (the guard is inside, around the statements between barriers)
+            self.stmt(s.body, depth + 1)
         self.emit("}", depth)
 
+    def e_Call(self, e: Call) -> str:
+        if e.fn == BARRIER:
+            return self.dialect.barrier
+        if e.fn.startswith(UNIT_ID):
+            return f"((int64_t){self.dialect.unit_id(e.fn[len(UNIT_ID):])})"
+        return super().e_Call(e)
+
     def s_Alloc(self, s: Alloc, depth):
+        if s.buffer.memory == HostMemory.SHARED:
+            # declared once at the kernel's top (OpenCL C allows __local arrays only there)
+            if s.buffer not in self.shared:
+                self.shared.append(s.buffer)
+            self.stmt(s.body, depth)
+            return
         if not self._on_stack(s.buffer):
             n = self._elements(s.buffer)
             size = f"{n} elements of {s.buffer.dtype.name}" if n is not None else "a size known only at run time"
@@ -93,8 +115,10 @@ def emit_kernel(fn: Function, dialect, prelude: str) -> Kernel:
         raise ValueError(f"constant array {consts[0].name}: constant data in device code is not supported; pass "
                          f"it as an argument")
     name = f"{fn.name}__kernel"
-    em.emit(f"{dialect.kernel} {name}({kernel_params(fn, names, dialect)}) {{", 0)
     em.stmt(fn.body, 1)
-    em.emit("}", 0)
-    source = prelude + "\n" + "\n".join(em.lines) + "\n"
+    body, em.lines = em.lines, []
+    for b in em.shared:
+        em.emit(f"{dialect.shared_array} {c_type(b.dtype)} {em.buf(b)}[{em._elements(b)}];", 1)
+    lines = [f"{dialect.kernel} {name}({kernel_params(fn, names, dialect)}) {{"] + em.lines + body + ["}"]
+    source = prelude + "\n" + "\n".join(lines) + "\n"
     return Kernel(source, name, launch_of(fn))

@@ -34,6 +34,7 @@ class HostMemory(enum.StrEnum):
     GLOBAL = "global"  # arguments and constants
     LOCAL = "local"  # on the stack
     HEAP = "heap"  # allocated when its scope starts
+    SHARED = "shared"  # shared by the units of a grid's block (device code), filled by them together
 
 
 # an unrolled loop nest may emit at most this many copies of its body

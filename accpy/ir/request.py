@@ -33,6 +33,8 @@ class CacheRequest:
     group_bytes: Optional[int] = None  # bytes per group (None: the group the target's instructions read)
     panel_width: int = 1  # the block's columns in panels of this many (Buffer.panel)
     locality: Optional[int] = None  # a target memory's loads: how near the core the source's lines stay
+    shared: bool = False  # in the memory the units of a grid's block share (filled by them together)
+    across: tuple = ()  # (shared) the loop vars of those units: the block is the union over them
     notes: list = field(default_factory=list)  # what lowering changed in the request, and why (Cache.notes)
 
     @property

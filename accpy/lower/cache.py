@@ -28,7 +28,7 @@ from ..analysis.footprint import (Footprint, blocks_apart, cache_is_private, con
                                   loop_constraints, loops_with_context, prod, site_footprints, site_runs, thrifty_skips)
 from ..analysis.polyhedra import ConstraintSet
 from ..errors import ScheduleError
-from ..ir.kinds import BufferRole, LoopKind
+from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.affine import Affine, to_affine
 from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
@@ -68,6 +68,8 @@ class _CacheInfo:
     line_rows: bool = False  # rows allocated in whole 64-byte lines (read by a target memory's loads)
     panel: int = 1  # panel_width: columns in panels of this many (Buffer.panel)
     parallel_vars: frozenset = frozenset()  # the loops the plan runs in parallel
+    shared: bool = False  # in the memory a grid's block shares (HostMemory.SHARED)
+    across: frozenset = frozenset()  # (shared) loops whose units fill it together: its block spans them
 
 
 def elements_per_group(request, dtype: ScalarType, target) -> int:
@@ -130,7 +132,8 @@ def insert_caches(stmt, request, symbols, owners=None):
         info = _CacheInfo(c, source, site_var, trig_var, c.element_type or source.dtype, bool(c.layout_last),
                           request.target)
         info.memory = c.memory if c.memory is not None and memory(c.memory) is not None else None
-        info.parallel_vars = frozenset(v for v, k in request.kinds.items() if k == LoopKind.PARALLEL)
+        info.parallel_vars = frozenset(v for v, k in request.kinds.items() if k in (LoopKind.PARALLEL, LoopKind.BOUND))
+        info.shared, info.across = c.shared, frozenset(c.across)
         info.deferred = c.deferred
         if c.grouped and source.rank >= 2:
             info.group = elements_per_group(c, info.dtype, request.target)
@@ -184,7 +187,7 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
     if info.memory is not None:
         return _apply_target(stmt, info, symbols)
     one_slice = info.trigger_var is None and not info.deferred  # site loop pieces: one block (_Rewrite)
-    blocks = site_footprints(stmt, info.site_var, info.source, symbols, group_pieces=one_slice)
+    blocks = site_footprints(stmt, info.site_var, info.source, symbols, group_pieces=one_slice, across=info.across)
     if not blocks:
         return stmt
     if info.deferred:
@@ -224,7 +227,8 @@ def _apply_once(stmt, info: _CacheInfo, symbols):
         strides[-2], strides[-1], panel_stride = info.panel * g, g, shape[-2] * info.panel
     name = f"{info.source.name}_cache"
     info.buffer = Buffer(name, info.dtype, tuple(Const(s) for s in full_shape), tuple(Const(s) for s in strides),
-                         role="cache", memory="local", group=g, panel=info.panel, panel_stride=panel_stride)
+                         role="cache", memory=HostMemory.SHARED if info.shared else "local", group=g,
+                         panel=info.panel, panel_stride=panel_stride)
     # 2. rewrite sites (and, for a multicache, copy at the trigger loops)
     return _Rewrite(info, symbols).visit(stmt)
 
@@ -350,7 +354,7 @@ class _Rewrite(Mutator):
                 out.append(self.visit(x))
                 continue
             site = Block(tuple(x))
-            blk = footprint(site, self.enclosing, info.source, self.symbols)
+            blk = footprint(site, self.enclosing, info.source, self.symbols, info.across)
             if blk is None:
                 out.extend(x)
             else:
@@ -371,7 +375,7 @@ class _Rewrite(Mutator):
     def visit_For(self, f: For):
         info = self.info
         if f.var is info.site_var:
-            blk = footprint(f, self.enclosing, info.source, self.symbols)
+            blk = footprint(f, self.enclosing, info.source, self.symbols, info.across)
             if blk is None:
                 return f
             body = _RedirectAccesses(info, blk).visit(f)
@@ -414,7 +418,7 @@ class _Rewrite(Mutator):
                 and self.info.panel == 1)  # (a vector may not cross column panels)
 
     def _small(self) -> bool:
-        if self.info.memory is not None:
+        if self.info.memory is not None or self.info.shared:
             return False
         return prod(int(to_affine(s).const) for s in self.info.buffer.shape) <= REGISTER_CACHE_ELEMENTS
 
@@ -459,8 +463,8 @@ class _Rewrite(Mutator):
         """A block written back inside a parallel loop is stored whole, elements this iteration did
         not write included (e.g. a skewed access's hull): it must not meet another iteration's."""
         for f in self.enclosing:
-            if not isinstance(f, For) or f.var not in self.info.parallel_vars:
-                continue
+            if not isinstance(f, For) or f.var not in self.info.parallel_vars or f.var in self.info.across:
+                continue  # (the units across which a shared cache spans write its block back together)
             if blk.ctx is not None and constant_extreme(f.var, blk.ctx, False) == constant_extreme(f.var, blk.ctx, True) \
                     is not None:
                 continue  # (the site runs for one iteration only: e.g. the tail piece of a parallel loop)

@@ -12,12 +12,16 @@ from ..ir.expr import Buffer
 from ..ir.kinds import BufferRole
 from ..ir.names import c_string
 from ..ir.stmt import Function
-from .sources import inline_local_includes
+from ..paths import native_text
 
 
 def device_prelude(dialect) -> str:
     """The dialect's prelude with the native files it includes inlined."""
-    return inline_local_includes(dialect.prelude)
+    out = []
+    for line in dialect.prelude.splitlines(keepends=True):
+        s = line.strip()
+        out.append(native_text(s[len('#include "'):-1]) if s.startswith('#include "') else line)
+    return "".join(out)
 
 
 def _elements(em: CEmitter, b: Buffer) -> str:

@@ -8,6 +8,7 @@ from ..ir.request import CacheRequest, LoweringRequest, PrefetchRequest
 from ..nest.array import Array, Dimension, OutputDimension, is_scalar_argument
 from ..nest.layouts import GroupedLayout
 from ..nest.views import ArrayView
+from ..targets.library import grid_for
 
 
 def argument_objects(args) -> tuple:
@@ -35,24 +36,42 @@ def _memory(location):
     return v if isinstance(v, str) and v not in ("none", "shared", "private", "global") else None
 
 
+def _is_shared(cache, grid) -> bool:
+    """A cache in the memory a grid's blocks share (location=SHARED on a target with a grid)."""
+    return grid is not None and getattr(cache.location, "value", None) == "shared"
+
+
+def _sharing_loops(plan, grid) -> tuple:
+    """The loop vars bound to the units of a grid's innermost level (threads): they share the
+    caches in a block's shared memory."""
+    if grid is None:
+        return ()
+    inner = {u for u, unit in grid.units.items() if unit.level == grid.levels[-1]}
+    return tuple(plan._dim_var(ix) for ixs, u in plan.bindings if u in inner for ix in ixs)
+
+
 def cache_requests(plan) -> tuple:
     """The plan's caches as CacheRequests (keys: positions in the plan)."""
     caches = list(plan.caches)
+    grid = grid_for(plan.target)
+    across = _sharing_loops(plan, grid)
     key = {id(c): k for k, c in enumerate(caches)}
     out = []
     for k, c in enumerate(caches):
         outer = None if isinstance(c.source, Array) else key[id(c.source)]
         level = c.level if not c.budget else None
+        trigger = c.trigger_level
         resolved = getattr(c, "_resolved", None) if c.budget else None
         grouped = isinstance(c.storage_layout, GroupedLayout)
         out.append(CacheRequest(
             key=k, source=c.source_buffer if outer is None else None, outer=outer, array_name=c.array.name,
-            level=level, trigger_level=c.trigger_level, max_elements=c.max_elements,
+            level=level, trigger_level=trigger, max_elements=c.max_elements,
             layout_last=None if c.storage_layout is None or grouped else c.storage_layout is Array.Layout.LAST_MAJOR,
             grouped=grouped, group_bytes=c.storage_layout.group_bytes if grouped else None,
             panel_width=c.panel_width, locality=c.locality,
             element_type=c.element_type, thrifty=bool(c.thrifty), memory=_memory(c.location),
-            deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved))
+            deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved,
+            shared=_is_shared(c, grid), across=across if _is_shared(c, grid) else ()))
     return tuple(out)
 
 

@@ -15,6 +15,11 @@ from typing import Optional
 from ..errors import LimitError
 
 
+# calls in device code that the device emitter prints in the target's dialect
+BARRIER = "grid.barrier"  # wait for the block's threads; their shared-memory writes are seen
+UNIT_ID = "grid.unit."  # + a unit's name (e.g. "THREAD_X"): this thread's index along that unit
+
+
 @dataclass(frozen=True)
 class Unit:
     """One unit of a grid: `name` (as the target's enum spells it, e.g. "THREAD_X"), its `level`
@@ -65,6 +70,10 @@ class Grid:
             if u.level != inner or self.runtime is None or self.runtime.grid_total:
                 glob[u.axis].append(f"({text})")
         return tuple(" * ".join(x) or "1" for x in glob), tuple(" * ".join(x) or "1" for x in local)
+
+    def check_shared_memory(self, target, arrays: dict) -> None:
+        """LimitError when the shared arrays of one kernel (`arrays`: name -> bytes) do not fit in
+        a block's shared memory on `target`."""
 
     def launch_limits(self, target) -> Optional[dict]:
         """The limits `check` applies, for messages and the package's record (None: no limits)."""

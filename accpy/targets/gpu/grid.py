@@ -41,8 +41,17 @@ class GpuGrid(Grid):
         check_limit("bind: one block would have threads:", per_block, limits["max_threads_per_block"], target,
                     "max_threads_per_block")
 
+    def check_shared_memory(self, target, arrays: dict) -> None:
+        total = sum(arrays.values())
+        what = ", ".join(f"{n}: {b} bytes" for n, b in arrays.items())
+        check_limit(f"shared memory: the caches of one block ({what}) take", total,
+                    self.launch_limits(target)["max_shared_memory_per_block"], target,
+                    "static shared memory per block; cache smaller blocks")
+
     def launch_limits(self, target) -> dict:
         return {"max_threads_per_block": getattr(target, "max_threads_per_block", None) or 1024,
                 "max_block_size": tuple(getattr(target, "max_block_size", None) or (1024, 1024, 64)),
-                "max_shared_memory_per_block": getattr(target, "max_shared_memory_per_block", None),
+                # kernels declare their shared arrays statically: the static limit applies
+                "max_shared_memory_per_block": getattr(target, "max_static_shared_memory_per_block", None)
+                or getattr(target, "max_shared_memory_per_block", None),
                 "warp_size": getattr(target, "warp_size", None)}

@@ -5,8 +5,9 @@ device: PoCL on a CPU, a GPU's own OpenCL driver); the same IR gives CUDA C for 
 from __future__ import annotations
 
 from ..features import Category
-from ..library import TargetLibrary
+from ..library import LibraryPass, TargetLibrary
 from .grid import GpuGrid
+from .shared import cooperative_copies
 
 
 class GpuLibrary(TargetLibrary):
@@ -19,6 +20,12 @@ class GpuLibrary(TargetLibrary):
 
     def grid(self, target):
         return GpuGrid()
+
+    def lowering_passes(self) -> tuple:
+        # last (after the final simplification, which would drop the guards it moves: inside a bound
+        # loop, `v < hi` holds for the loop's own iterations, not for the units past its end)
+        return (LibraryPass("shared caches", "simplify (after registers)",
+                            lambda stmt, request: cooperative_copies(stmt, request, GpuGrid()), always=True),)
 
 
 GPU = GpuLibrary()

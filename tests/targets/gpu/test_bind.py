@@ -9,24 +9,7 @@ import pytest
 import accpy as acc
 from accpy.errors import LimitError, ScheduleError
 from accpy.testing import assert_matches_reference
-
-A100 = acc.Target(acc.Target.Model.NVIDIA_A100)
-MI100 = acc.Target(acc.Target.Model.AMD_MI100)
-F32 = acc.ScalarType.float32
-
-
-def matmul(M, N, K, dtype=F32):
-    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += A[i, k] * B[k, j]
-
-    return nest, (A, B, C)
+from support.gpu import A100, F32, MI100, matmul
 
 
 def tiled_plan(M, N, K, target=A100, bm=16, bn=16, dtype=F32):
@@ -75,7 +58,7 @@ def test_unbound_outer_loops_run_inside_each_thread(needs_opencl):
     assert_matches_reference(plan, args)
 
 
-def test_runtime_sizes_size_the_grid(needs_opencl):
+def test_runtime_sizes_size_the_grid(needs_opencl, tmp_path):
     M, N = acc.create_dimensions()
     X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(M, N), name="X")
     Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N), name="Y")
@@ -93,7 +76,7 @@ def test_runtime_sizes_size_the_grid(needs_opencl):
     plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, jj: A100.GridUnit.THREAD_X})
     pkg = acc.Package()
     pkg.add(plan, args=(M, N, X, Y), base_name="axpy")
-    lib = pkg.build("gpu_axpy", python_module=False)
+    lib = pkg.build("gpu_axpy", output_dir=str(tmp_path), python_module=False)
     rng = np.random.default_rng(1)
     for m, n in ((5, 70), (33, 1), (0, 9)):
         x = rng.random((m, n), dtype=np.float32)

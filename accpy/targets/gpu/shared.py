@@ -1,0 +1,223 @@
+"""Caches in a block's shared memory (`plan.cache(..., location=target.MemorySpace.SHARED)`): a
+lowering pass of the GPU library, run after the generic cache pass.
+
+A shared cache's block is the union of its threads' blocks (the generic cache pass spans the
+threads' loops: CacheRequest.across), and its copies sit where each thread's would, inside the
+threads' loops. This pass makes those copies cooperative and ordered:
+
+* a copy's loops are flattened and dealt out to the block's threads: element e goes to thread
+  e mod T (T threads), so consecutive threads copy consecutive elements of the fastest
+  dimension (coalesced loads and stores);
+* a barrier follows each run of fills (every thread sees the whole block before using it) and
+  precedes each run of write-backs (every thread has written its part of the cache); a barrier
+  also precedes a fill inside a loop (no thread still reads the previous block when it is
+  refilled) and follows a write-back inside one (the next fill may read what was written back).
+  Adjacent barriers are merged.
+
+Then every thread of a block must reach every barrier: a bound loop around a barrier loses its
+guard (`if (v < hi)`, units past the loop's end), which goes down to the statements between the
+barriers and copies instead; loops and branches around a barrier must not depend on the thread's
+indices (GuardError otherwise).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...ir.expr import BinOp, Call, Cast, Const, Load, Var, as_int, idx_op
+from ...ir.kinds import HostMemory, LoopKind
+from ...ir.stmt import Block, Evaluate, For, If, Store, block
+from ...ir.types import ScalarType
+from ...ir.visitor import Mutator, buffers_of, nodes_of, substitute
+from ..grid import BARRIER, UNIT_ID
+
+
+def _shared(b) -> bool:
+    return b.memory == HostMemory.SHARED
+
+
+def _copied(value):
+    """The buffer a copy's value is read from (a load, possibly converted), or None."""
+    while isinstance(value, Cast):
+        value = value.value
+    return value.buffer if isinstance(value, Load) else None
+
+
+def copy_kind(s):
+    """"fill" for a nest of loops around one plain store of another buffer's element into a shared
+    buffer, "write" for one storing a shared buffer's element elsewhere (a write-back), else None;
+    with the loops and the store."""
+    loops = []
+    while isinstance(s, For) and s.kind != LoopKind.BOUND:
+        loops.append(s)
+        s = s.body
+        while isinstance(s, Block) and len(s.stmts) == 1:
+            s = s.stmts[0]
+    if not loops or not isinstance(s, Store) or s.reduce is not None:
+        return None, loops, s
+    src = _copied(s.value)
+    if src is None or _shared(src) == _shared(s.buffer):
+        return None, loops, s
+    return ("fill" if _shared(s.buffer) else "write"), loops, s
+
+
+def _thread_units(bindings, inner_level_units) -> list:
+    """[(unit name, count)] of the threads' units, by axis (x first)."""
+    out = [(b.unit, b.extent) for b in bindings if b.unit in inner_level_units]
+    return sorted(out, key=lambda u: u[0])
+
+
+def cooperative(loops, store, threads):
+    """The copy `loops` around `store`, dealt out to the block's threads (`threads`: [(unit, count)])."""
+    total_threads, tid, stride = Const(1), Const(0), Const(1)
+    for unit, count in threads:  # x fastest
+        tid = idx_op("add", tid, idx_op("mul", Call(UNIT_ID + unit, (), ScalarType.index), stride))
+        stride = idx_op("mul", stride, count)
+    total_threads = stride
+    exts = [idx_op("sub", f.hi, f.lo) for f in loops]
+    total = Const(1)
+    for e in exts:
+        total = idx_op("mul", total, e)
+    t = Var(f"{loops[-1].var.name}_t")
+    flat = idx_op("add", idx_op("mul", t, total_threads), tid)
+    mapping, inner = {}, Const(1)
+    for f, e in reversed(list(zip(loops, exts))):
+        mapping[f.var] = idx_op("add", f.lo, idx_op("mod", idx_op("floordiv", flat, inner), e))
+        inner = idx_op("mul", inner, e)
+    body = If(BinOp("lt", flat, total, ScalarType.bool), substitute(store, mapping))
+    rounds = idx_op("floordiv", idx_op("sub", idx_op("add", total, total_threads), Const(1)), total_threads)
+    return For(t, Const(0), rounds, body, attrs=(("cooperative", True),))
+
+
+def _barrier():
+    return Evaluate(Call(BARRIER, (), ScalarType.int32))
+
+
+class _Cooperate(Mutator):
+    def __init__(self, threads):
+        self.threads = threads
+        self.depth = 0  # serial loops around the current statement (inside the kernel)
+
+    def visit_For(self, f: For):
+        self.depth += f.kind != LoopKind.BOUND
+        try:
+            return self.generic_visit(f)
+        finally:
+            self.depth -= f.kind != LoopKind.BOUND
+
+    def visit_Block(self, b: Block):
+        out, run, run_kind = [], [], None
+
+        def flush():
+            if not run:
+                return
+            if run_kind == "fill" and self.depth or run_kind == "write":
+                out.append(_barrier())  # no thread still reads the block being replaced / all have written
+            out.extend(run)
+            if run_kind == "fill" or self.depth:
+                out.append(_barrier())  # the whole block is there / the next fill may read what was written
+            run.clear()
+
+        for s in b.stmts:
+            kind, loops, store = copy_kind(s)
+            if kind != run_kind:
+                flush()
+                run_kind = kind
+            if kind is None:
+                out.append(self.visit(s))
+            else:
+                run.append(cooperative(loops, store, self.threads))
+        flush()
+        return block(*_merge_barriers(out))
+
+
+def _is_barrier(s) -> bool:
+    return isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.fn == BARRIER
+
+
+def _merge_barriers(stmts) -> list:
+    out = []
+    for s in stmts:
+        if _is_barrier(s) and out and _is_barrier(out[-1]):
+            continue
+        out.append(s)
+    return out
+
+
+def _bytes(b) -> int:
+    n = 1
+    for d in b.shape:
+        n *= as_int(d)
+    return n * max(1, b.dtype.bits // 8)
+
+
+def _has_barrier(s) -> bool:
+    return any(_is_barrier(e) for e in nodes_of(s, Evaluate))
+
+
+def _cooperative(s) -> bool:
+    return isinstance(s, For) and s.attr("cooperative", False)
+
+
+class GuardError(ValueError):
+    """A barrier that some threads of a block would not reach."""
+
+
+def push_guard(s, cond, threads: frozenset):
+    """`s` run only where `cond` holds, except its barriers and cooperative copies, which every thread
+    of the block runs: the guard goes down to the statements between them. Loops and branches
+    around a barrier must be the same for every thread (no thread var in their bounds or conditions)."""
+    if _cooperative(s) or _is_barrier(s):
+        return s
+    if not _has_barrier(s):
+        return If(cond, s)
+    if isinstance(s, Block):
+        return block(*[push_guard(x, cond, threads) for x in s.stmts])
+    if isinstance(s, For):
+        if s.kind == LoopKind.BOUND:  # an inner thread loop: its own guard is pushed down by the caller
+            return For(s.var, s.lo, s.hi, push_guard(s.body, cond, threads), s.kind, s.attrs)
+        _uniform((s.lo, s.hi), threads, f"the loop over {s.var.name}")
+        return For(s.var, s.lo, s.hi, push_guard(s.body, cond, threads), s.kind, s.attrs)
+    if isinstance(s, If):
+        _uniform((s.cond,), threads, "a condition")
+        return If(s.cond, push_guard(s.then, cond, threads),
+                  push_guard(s.orelse, cond, threads) if s.orelse is not None else None)
+    if hasattr(s, "body"):
+        return dataclasses.replace(s, body=push_guard(s.body, cond, threads))
+    raise GuardError(f"a barrier inside {type(s).__name__} cannot be reached by every thread")
+
+
+def _uniform(exprs, threads, what: str) -> None:
+    used = {v for e in exprs for v in nodes_of(e, Var)} & threads
+    if used:
+        raise GuardError(f"{what} around a shared cache's barrier depends on the thread loop(s) "
+                         f"{', '.join(sorted(v.name for v in used))}: the threads of a block would not all reach "
+                         f"the barrier; place the cache where its copies are outside such loops and branches")
+
+
+class _PushGuards(Mutator):
+    """Bound loops around barriers: no `if (v < hi)` around the body (every thread runs the barriers);
+    the guard goes down to the statements between them."""
+
+    def __init__(self, threads):
+        self.threads = threads
+
+    def visit_For(self, f: For):
+        f = self.generic_visit(f)
+        if f.kind != LoopKind.BOUND or not _has_barrier(f.body):
+            return f
+        cond = BinOp("lt", f.var, f.hi, ScalarType.bool)
+        return For(f.var, f.lo, f.hi, push_guard(f.body, cond, self.threads), f.kind, f.attrs + (("guard", False),))
+
+
+def cooperative_copies(stmt, request, grid):
+    """`stmt` with every copy of a shared cache made cooperative, with its barriers, and the guards of
+    the bound loops around them moved below the barriers."""
+    if not any(c.shared for c in request.caches):
+        return stmt
+    sizes = {b.name: _bytes(b) for b in buffers_of(stmt) if _shared(b)}
+    grid.check_shared_memory(request.target, sizes)
+    inner = {u for u, unit in grid.units.items() if unit.level == grid.levels[-1]}
+    threads = _thread_units(request.bindings, inner)
+    stmt = _Cooperate(threads).visit(stmt)
+    thread_vars = frozenset(v for b in request.bindings if b.unit in inner for v in b.vars)
+    return _PushGuards(thread_vars).visit(stmt)

@@ -1,0 +1,108 @@
+"""Caches in a block's shared memory (location=SHARED) and in each thread's registers (PRIVATE) on
+GPU targets: the threads of a block fill a shared cache together (coalesced, dealt out by element),
+with barriers where the block must be complete and before it is refilled, and the results match
+the reference on an OpenCL device (PoCL). PoCL runs a work-group's items one after another between
+barriers, so a missing barrier gives a wrong answer here (a test below removes them to show it)."""
+from __future__ import annotations
+
+import pytest
+
+import accpy as acc
+from accpy.errors import LimitError
+from accpy.testing import assert_matches_reference
+
+from support.gpu import A100, F32, matmul
+
+SHARED = acc.MemorySpace.SHARED
+
+
+def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100):
+    nest, (A, B, C) = matmul(M, N, K)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, b), s.split(j, b), s.split(k, bk)
+    s.reorder(i, j, ii, jj, k, kk)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
+               jj: target.GridUnit.THREAD_X})
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED)
+    if cache_c is not None:
+        plan.cache(C, index=cache_c(locals()), location=target.MemorySpace.PRIVATE)
+    return plan, (A, B, C)
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 64), (40, 24, 20), (33, 17, 50)])
+def test_shared_tiles_of_a_and_b(needs_opencl, shape):
+    plan, args = shared_matmul(*shape)
+    assert_matches_reference(plan, args)
+
+
+def test_shared_tiles_with_a_private_accumulator(needs_opencl):
+    # C's element of each thread in a register across the k loop (PRIVATE: per-thread memory)
+    plan, args = shared_matmul(48, 32, 40, cache_c=lambda v: v["k"])
+    assert_matches_reference(plan, args)
+
+
+def test_a_shared_output_tile_is_written_back_by_the_block(needs_opencl):
+    nest, (A, B, C) = matmul(40, 36, 24)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 8), s.split(j, 16)
+    s.reorder(i, j, k, ii, jj)
+    plan = s.create_plan(A100)
+    plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, ii: A100.GridUnit.THREAD_Y,
+               jj: A100.GridUnit.THREAD_X})
+    plan.cache(C, index=k, location=SHARED)
+    plan.cache(A, index=ii, location=SHARED)
+    assert_matches_reference(plan, (A, B, C))
+
+
+def test_a_conv_with_a_shared_input_tile(needs_opencl):
+    H, W, CI, CO = 12, 16, 2, 3
+    I = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(H + 2, W + 2, CI), name="I")
+    Wt = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(3, 3, CI, CO), name="Wt")
+    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(H, W, CO), name="O")
+    nest = acc.Nest(shape=(H, W, CO, 3, 3, CI))
+    y, x, co, ky, kx, ci = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
+
+    s = nest.create_schedule()
+    yy, xx = s.split(y, 4), s.split(x, 8)
+    s.reorder(y, x, yy, xx, co, ky, kx, ci)
+    plan = s.create_plan(A100)
+    plan.bind({y: A100.GridUnit.BLOCK_Y, x: A100.GridUnit.BLOCK_X, yy: A100.GridUnit.THREAD_Y,
+               xx: A100.GridUnit.THREAD_X})
+    plan.cache(I, index=co, location=SHARED)  # the (4 + 2) x (8 + 2) x CI halo tile of the block
+    plan.cache(Wt, index=co, location=SHARED)
+    assert_matches_reference(plan, (I, Wt, O))
+
+
+def test_without_barriers_the_answer_is_wrong(needs_opencl, monkeypatch):
+    # proof that the barriers are where the answer depends on them (PoCL runs a work-group's items
+    # in turn between barriers: without them, a thread reads tiles the others have not filled)
+    import accpy.targets.gpu.shared as shared
+
+    monkeypatch.setattr(shared, "_barrier", lambda: None)
+    monkeypatch.setattr(shared, "_merge_barriers", lambda stmts: [s for s in stmts if s is not None])
+    plan, args = shared_matmul(32, 32, 32)
+    with pytest.raises(AssertionError):
+        assert_matches_reference(plan, args)
+
+
+def test_shared_memory_overflow_is_refused_naming_the_limit():
+    plan, args = shared_matmul(256, 256, 4096, b=16, bk=2048)  # A: 16 x 2048 floats = 128 KiB
+    with pytest.raises(LimitError, match=r"shared memory: the caches of one block .*A_cache: 131072 bytes.*"
+                                         r"more than the 49152 NVidia A100 allows"):
+        plan.lower("k", args)
+
+
+def test_a_global_cache_is_refused():
+    nest, (A, B, C) = matmul(8, 8, 8)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(A100)
+    with pytest.raises(ValueError, match="GLOBAL-memory cache is not supported"):
+        plan.cache(A, index=k, location=acc.MemorySpace.GLOBAL)
