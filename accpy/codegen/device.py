@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import Buffer, Call
+from ..ir.expr import Buffer, Call, Load
 from ..ir.kinds import BufferRole, HostMemory, LoopKind
-from ..ir.stmt import Alloc, For, Function
+from ..ir.stmt import Alloc, For, Function, Store
 from ..ir.visitor import buffers_of, nodes_of
 from ..targets.grid import BARRIER, UNIT_ID
 from .c import CEmitter, Names, c_type
@@ -35,10 +35,6 @@ class DeviceEmitter(CEmitter):
 
     dialect = None
     gcc_loop_fence = False  # (no gcc asm in device code)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.shared: list = []  # shared arrays, declared at the kernel's top
 
     def s_For(self, s: For, depth):
         if s.kind != LoopKind.BOUND:
@@ -69,9 +65,7 @@ class DeviceEmitter(CEmitter):
 
     def s_Alloc(self, s: Alloc, depth):
         if s.buffer.memory == HostMemory.SHARED:
-            # declared once at the kernel's top (OpenCL C allows __local arrays only there)
-            if s.buffer not in self.shared:
-                self.shared.append(s.buffer)
+            # declared at the kernel's top (OpenCL C allows __local arrays only there): emit_kernel
             self.stmt(s.body, depth)
             return
         if not self._on_stack(s.buffer):
@@ -117,7 +111,8 @@ def emit_kernel(fn: Function, dialect, prelude: str) -> Kernel:
     name = f"{fn.name}__kernel"
     em.stmt(fn.body, 1)
     body, em.lines = em.lines, []
-    for b in em.shared:
+    used = {id(x.buffer) for x in nodes_of(fn.body, Load)} | {id(x.buffer) for x in nodes_of(fn.body, Store)}
+    for b in [b for b in buffers_of(fn.body) if b.memory == HostMemory.SHARED and id(b) in used]:
         em.emit(f"{dialect.shared_array} {c_type(b.dtype)} {em.buf(b)}[{em._elements(b)}];", 1)
     lines = [f"{dialect.kernel} {name}({kernel_params(fn, names, dialect)}) {{"] + em.lines + body + ["}"]
     source = prelude + "\n" + "\n".join(lines) + "\n"

@@ -35,6 +35,8 @@ class CacheRequest:
     locality: Optional[int] = None  # a target memory's loads: how near the core the source's lines stay
     shared: bool = False  # in the memory the units of a grid's block share (filled by them together)
     across: tuple = ()  # (shared) the loop vars of those units: the block is the union over them
+    double_buffer: bool = False  # filled one iteration ahead into a second buffer
+    buffer: Any = None  # the buffer the cache pass made for it (None: none, e.g. a thrifty alias)
     notes: list = field(default_factory=list)  # what lowering changed in the request, and why (Cache.notes)
 
     @property

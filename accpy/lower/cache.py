@@ -153,6 +153,7 @@ def insert_caches(stmt, request, symbols, owners=None):
             out_bufs.append(info.buffer)
             if owners is not None:
                 owners[info.buffer] = c
+            c.buffer = info.buffer
             # (_apply may have turned a multicache into an ordinary cache at its trigger)
             fills[info.buffer] = ((info.trigger_var, True) if info.trigger_var is not None
                                   else (space.dims[-1].var, True) if level == 0 else (info.site_var, False))

@@ -215,9 +215,9 @@ ACCPY_CL_FN uint64_t accpy_cl_hash(const char* source, const char* options) {
 ACCPY_CL_FN int accpy_cl_load_library(void) {
     /* PoCL (the CPU runtime) builds work-group functions by its "loopvec" method by default, and
      * PoCL 3.1's crashes on kernels with barriers in nested (work-group uniform) branches, as a
-     * shared cache's fills in a split's tails have; its "cbs" method (continuation-based
+     * shared cache's fills in a split's tails have; its "loops" method (work-item loops between
      * barriers) runs them correctly. Chosen unless the user chose (other runtimes ignore it). */
-    setenv("POCL_WORK_GROUP_METHOD", "cbs", 0);
+    setenv("POCL_WORK_GROUP_METHOD", "loops", 0);
     void* lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libOpenCL.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {

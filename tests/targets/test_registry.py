@@ -17,7 +17,7 @@ from accpy.targets.library import TargetLibrary, libraries, register_library
 from accpy.targets.vector_isa import VectorISA, VectorShape
 
 S = ScalarType
-BUILTIN = ["x86 vector", "x86 tile", "x86 tile (model)", "gemmini", "AArch64 Neon"]
+BUILTIN = ["x86 vector", "x86 tile", "x86 tile (model)", "gemmini", "AArch64 Neon", "gpu"]
 TARGETS = Path(acc.__file__).parent / "targets"
 
 

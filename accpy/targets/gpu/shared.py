@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.expr import BinOp, Call, Cast, Const, Load, Var, as_int, idx_op
+from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
 from ...ir.kinds import HostMemory, LoopKind
 from ...ir.stmt import Block, Evaluate, For, If, Store, block
 from ...ir.types import ScalarType
@@ -143,6 +143,10 @@ def _merge_barriers(stmts) -> list:
     return out
 
 
+def _accessed(stmt, b) -> bool:
+    return any(x.buffer is b for x in nodes_of(stmt, Load)) or any(x.buffer is b for x in nodes_of(stmt, Store))
+
+
 def _bytes(b) -> int:
     n = 1
     for d in b.shape:
@@ -158,6 +162,11 @@ def _cooperative(s) -> bool:
     return isinstance(s, For) and s.attr("cooperative", False)
 
 
+def _needs_all(s) -> bool:
+    """Whether every thread of the block must run `s`: it holds a barrier or a cooperative copy."""
+    return _has_barrier(s) or any(_cooperative(f) for f in nodes_of(s, For))
+
+
 class GuardError(ValueError):
     """A barrier that some threads of a block would not reach."""
 
@@ -168,7 +177,7 @@ def push_guard(s, cond, threads: frozenset):
     around a barrier must be the same for every thread (no thread var in their bounds or conditions)."""
     if _cooperative(s) or _is_barrier(s):
         return s
-    if not _has_barrier(s):
+    if not _needs_all(s):
         return If(cond, s)
     if isinstance(s, Block):
         return block(*[push_guard(x, cond, threads) for x in s.stmts])
@@ -203,10 +212,74 @@ class _PushGuards(Mutator):
 
     def visit_For(self, f: For):
         f = self.generic_visit(f)
-        if f.kind != LoopKind.BOUND or not _has_barrier(f.body):
+        if f.kind != LoopKind.BOUND or not _needs_all(f.body):
             return f
         cond = BinOp("lt", f.var, f.hi, ScalarType.bool)
         return For(f.var, f.lo, f.hi, push_guard(f.body, cond, self.threads), f.kind, f.attrs + (("guard", False),))
+
+
+def _store_buffer(copy: For):
+    s = copy
+    while isinstance(s, (For, If, Block)):
+        s = s.body if isinstance(s, For) else s.then if isinstance(s, If) else s.stmts[0]
+    return s.buffer if isinstance(s, Store) else None
+
+
+class _Slot(Mutator):
+    """Accesses of the buffers `pairs` ({buffer: doubled buffer}) go to slot `slot` of their double."""
+
+    def __init__(self, pairs, slot):
+        self.pairs, self.slot = pairs, slot
+
+    def visit_Load(self, e: Load):
+        d = self.pairs.get(e.buffer)
+        return e if d is None else Load(d, (self.slot,) + tuple(self.visit(x) for x in e.indices))
+
+    def visit_Store(self, s: Store):
+        s = self.generic_visit(s)
+        d = self.pairs.get(s.buffer)
+        return s if d is None else Store(d, (self.slot,) + s.indices, s.value, s.reduce)
+
+
+def _doubled(b):
+    span = 1
+    for d in b.shape:
+        span *= as_int(d)
+    return Buffer(f"{b.name}_2", b.dtype, (Const(2),) + b.shape, (Const(span),) + b.strides, role=b.role,
+                  memory=b.memory)
+
+
+class _DoubleBuffer(Mutator):
+    """A serial loop whose body starts by filling double-buffered shared caches (barrier, fills,
+    barrier, ...): the fills of iteration k + 1 go to the other of two buffers while iteration k
+    computes on its own, one barrier per iteration, the first block filled before the loop."""
+
+    def __init__(self, buffers):
+        self.buffers = buffers  # the double-buffered caches' buffers
+
+    def visit_For(self, f: For):
+        f = self.generic_visit(f)
+        if f.kind == LoopKind.BOUND or not isinstance(f.body, Block):
+            return f
+        st = list(f.body.stmts)
+        head = 1 if st and _is_barrier(st[0]) else 0
+        n = head
+        while n < len(st) and _cooperative(st[n]) and _store_buffer(st[n]) in self.buffers:
+            n += 1
+        if n == head or n >= len(st) or not _is_barrier(st[n]):
+            return f
+        fills, rest = st[head:n], st[n + 1:]
+        pairs = {_store_buffer(c): _doubled(_store_buffer(c)) for c in fills}
+        k, one = f.var, Const(1)
+        slot = lambda e: idx_op("mod", idx_op("sub", e, f.lo), Const(2))  # noqa: E731
+        nxt = idx_op("add", k, one)
+        first = [_Slot(pairs, Const(0)).visit(substitute(c, {k: f.lo})) for c in fills]
+        ahead = [_Slot(pairs, slot(nxt)).visit(substitute(c, {k: nxt})) for c in fills]
+        body = [If(BinOp("lt", nxt, f.hi, ScalarType.bool), block(*ahead))]
+        body += [_Slot(pairs, slot(k)).visit(x) for x in rest] + [_barrier()]
+        loop = For(f.var, f.lo, f.hi, block(*_merge_barriers(body)), f.kind, f.attrs)
+        guard = BinOp("lt", f.lo, f.hi, ScalarType.bool)
+        return block(If(guard, block(*first, _barrier())), loop)
 
 
 def cooperative_copies(stmt, request, grid):
@@ -214,10 +287,13 @@ def cooperative_copies(stmt, request, grid):
     the bound loops around them moved below the barriers."""
     if not any(c.shared for c in request.caches):
         return stmt
-    sizes = {b.name: _bytes(b) for b in buffers_of(stmt) if _shared(b)}
-    grid.check_shared_memory(request.target, sizes)
     inner = {u for u, unit in grid.units.items() if unit.level == grid.levels[-1]}
     threads = _thread_units(request.bindings, inner)
     stmt = _Cooperate(threads).visit(stmt)
+    doubled = {c.buffer for c in request.caches if c.shared and c.double_buffer and c.buffer is not None}
+    if doubled:
+        stmt = _DoubleBuffer(doubled).visit(stmt)
+    sizes = {b.name: _bytes(b) for b in buffers_of(stmt) if _shared(b) and _accessed(stmt, b)}
+    grid.check_shared_memory(request.target, sizes)
     thread_vars = frozenset(v for b in request.bindings if b.unit in inner for v in b.vars)
     return _PushGuards(thread_vars).visit(stmt)

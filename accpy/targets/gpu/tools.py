@@ -20,9 +20,9 @@ import tempfile
 import threading
 
 # PoCL 3.1's default work-group method ("loopvec") crashes on kernels with barriers in nested
-# uniform branches; "cbs" runs them (native/gpu/accpy_opencl.h chooses it the same way). Set
+# uniform branches; "loops" runs them (native/gpu/accpy_opencl.h chooses it the same way). Set
 # before any OpenCL call of this process, unless the user chose.
-os.environ.setdefault("POCL_WORK_GROUP_METHOD", "cbs")
+os.environ.setdefault("POCL_WORK_GROUP_METHOD", "loops")
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -16,7 +16,7 @@ from support.gpu import A100, F32, matmul
 SHARED = acc.MemorySpace.SHARED
 
 
-def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100):
+def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100, double_buffer=False):
     nest, (A, B, C) = matmul(M, N, K)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
@@ -25,8 +25,8 @@ def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100):
     plan = s.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
                jj: target.GridUnit.THREAD_X})
-    plan.cache(A, index=kk, location=target.MemorySpace.SHARED)
-    plan.cache(B, index=kk, location=target.MemorySpace.SHARED)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, double_buffer=double_buffer)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, double_buffer=double_buffer)
     if cache_c is not None:
         plan.cache(C, index=cache_c(locals()), location=target.MemorySpace.PRIVATE)
     return plan, (A, B, C)
@@ -36,6 +36,25 @@ def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100):
 def test_shared_tiles_of_a_and_b(needs_opencl, shape):
     plan, args = shared_matmul(*shape)
     assert_matches_reference(plan, args)
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 64), (40, 24, 20), (33, 17, 50), (16, 16, 16)])
+def test_double_buffered_shared_tiles(needs_opencl, shape):
+    # the next k block is filled into the other buffer while this one is used: one barrier a step
+    plan, args = shared_matmul(*shape, double_buffer=True)
+    assert_matches_reference(plan, args)
+
+
+def test_double_buffering_takes_one_barrier_per_step_and_two_buffers():
+    from accpy.codegen.device import emit_kernel
+    from accpy.targets.gpu.dialects import OPENCL_C
+
+    one = emit_kernel(shared_matmul(64, 64, 256)[0].lower("k", shared_matmul(64, 64, 256)[1]), OPENCL_C, "").source
+    plan, args = shared_matmul(64, 64, 256, double_buffer=True)
+    two = emit_kernel(plan.lower("k", args), OPENCL_C, "").source
+    assert "__local float A_cache[256];" in one and "__local float A_cache_2[512];" in two
+    loop = lambda src: src[src.index("for (int64_t k = 0"):]  # noqa: E731
+    assert loop(one).count("barrier(") == 2 and loop(two).count("barrier(") == 1
 
 
 def test_shared_tiles_with_a_private_accumulator(needs_opencl):
