@@ -1,13 +1,31 @@
-"""The host side of a function whose target runs it on a grid (a device): the kernel's source,
-kept in the package as a string, and `<fn>__impl`, a host launcher with the kernel's parameters
-that copies each array to the device, runs the kernel over the grid the bound loops ask for, and
-copies the arrays back (written arrays only), through the target's host runtime (`DeviceRuntime`,
-accpy/targets/grid.py). Every runtime failure sets the package's error and returns, freeing what
-it allocated; a grid with no units along an axis (a size 0) runs nothing."""
+"""The host side of a function whose target runs it on a grid (a device): `<fn>`, a host launcher
+with the kernel's parameters that copies each array to the device, runs the kernel over the grid
+the bound loops ask for, and copies the arrays back (written arrays only), through a host runtime
+(`DeviceRuntime`, accpy/targets/grid.py). One generator writes the launcher for either kind of
+runtime, from the runtime's data:
+
+* a runtime that builds kernels from source at run time (`kernel_get`, `set_arg`, `launch`): the
+  kernel's source is kept in the package as a string constant (`launcher_source`);
+* a runtime whose kernels are compiled with the launcher, in one translation unit of their own
+  (`launch_template`, checked by `launched`): `device_unit_source` writes that unit, every
+  function's kernel in the grid's dialect and its launcher, for the runtime's compiler.
+
+A target may ask its packages for such units besides their own C (a target library's
+`companion_grids`: e.g. the kernels in a second dialect, for a device the package's library does
+not run on here): `companion_units` writes them, and each grid checks its unit with its compiler
+(`check_unit`) when the package is built.
+
+Every runtime failure sets the package's error and returns, freeing what the launcher allocated;
+a grid with no units along an axis (a size 0) runs nothing.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
 from ..codegen.c import CEmitter, Names, c_type, function_params
-from ..codegen.device import emit_kernel
+from ..codegen.device import Kernel, emit_kernel
 from ..ir.expr import Buffer
 from ..ir.kinds import BufferRole
 from ..ir.names import c_string
@@ -24,6 +42,12 @@ def device_prelude(dialect) -> str:
     return "".join(out)
 
 
+def compiled_with_launcher(runtime) -> bool:
+    """Whether `runtime`'s kernels are compiled with their launchers (launched by a template), not
+    built from a source string at run time."""
+    return bool(getattr(runtime, "launch_template", None))
+
+
 def _elements(em: CEmitter, b: Buffer) -> str:
     """C: the number of elements the array `b` spans (0 when a dimension is 0)."""
     if not b.shape:
@@ -34,16 +58,35 @@ def _elements(em: CEmitter, b: Buffer) -> str:
     return f"(({nonempty}) ? (size_t)(1 + {span}) : (size_t)0)"
 
 
-def launcher_source(fn: Function, grid, linkage: str) -> str:
-    """The kernel source constant and the host launcher `fn.name` (with `linkage`) of `fn`."""
-    dialect, rt = grid.dialect, grid.runtime
-    kernel = emit_kernel(fn, dialect, device_prelude(dialect))
+def _launch(fn: Function, kernel: Kernel, rt, names: Names, bufs: list) -> list:
+    """The statements that pass the arguments and launch `kernel` (its device buffers accpy_d<k>),
+    jumping to accpy_done on an error."""
+    k_buf = {id(b): k for k, b in enumerate(bufs)}
+    if compiled_with_launcher(rt):
+        args = ", ".join(f"({c_type(a.dtype)}*)accpy_d{k_buf[id(a)]}" if isinstance(a, Buffer)
+                         else names.get(a, a.name) for a in fn.args)
+        sizes = {f"{w}{x}": f"accpy_{'global' if w == 'g' else 'local'}[{k}]"
+                 for w in "gl" for k, x in enumerate("xyz")}
+        return [rt.launch_template.format(kernel=kernel.name, args=args, **sizes) + ";",
+                f"if ({rt.launched.format(name=c_string(kernel.name), **sizes)}) goto accpy_done;"]
+    out = []
+    for pos, a in enumerate(fn.args):
+        if isinstance(a, Buffer):
+            value, size = f"&accpy_d{k_buf[id(a)]}", "sizeof(void*)"
+        else:
+            value, size = f"&{names.get(a, a.name)}", f"sizeof({c_type(a.dtype)})"
+        out.append(f"if ({rt.set_arg}(accpy_k, {pos}, {size}, {value})) goto accpy_done;")
+    out.append(f"if ({rt.launch}(accpy_k, 3, accpy_global, accpy_local)) goto accpy_done;")
+    return out
+
+
+def host_launcher(fn: Function, kernel: Kernel, grid, linkage: str, source: Optional[str] = None) -> str:
+    """The host launcher `fn.name` (with `linkage`) of `kernel` (emitted from `fn` in the grid's
+    dialect), through the grid's runtime; `source` names the C constant holding the kernel's source
+    for a runtime that builds it at run time."""
+    rt = grid.runtime
     names = Names()
     em = CEmitter(names)
-    params = function_params(fn, names)
-    src = f"{fn.name}__device_source"
-    out = [f"static const char {src}[] = {c_string(kernel.source)};", "",
-           f"{linkage}void {fn.name}({params}) {{"]
     body = []
     bufs = [a for a in fn.args if isinstance(a, Buffer)]
     for k, b in enumerate(bufs):
@@ -53,21 +96,15 @@ def launcher_source(fn: Function, grid, linkage: str) -> str:
     body.append(f"size_t accpy_global[3] = {{{', '.join(f'(size_t)({g})' for g in glob)}}};")
     body.append(f"size_t accpy_local[3] = {{{', '.join(f'(size_t)({x})' for x in local)}}};")
     body.append("if (accpy_global[0] == 0 || accpy_global[1] == 0 || accpy_global[2] == 0) return;")
-    body.append(f"{rt.handle_type}* accpy_k = {rt.kernel_get}({src}, {c_string(kernel.name)}, \"\");")
-    body.append("if (!accpy_k) return;")
+    if not compiled_with_launcher(rt):
+        body.append(f"{rt.handle_type}* accpy_k = {rt.kernel_get}({source}, {c_string(kernel.name)}, \"\");")
+        body.append("if (!accpy_k) return;")
     for k, b in enumerate(bufs):
         # (an array of no elements still gets a buffer of one byte: a kernel argument must be one)
         body.append(f"accpy_d{k} = {rt.alloc}(accpy_n{k} ? accpy_n{k} : 1);")
         body.append(f"if (!accpy_d{k}) goto accpy_done;")
         body.append(f"if (accpy_n{k} && {rt.write}(accpy_d{k}, {names.get(b, b.name)}, accpy_n{k})) goto accpy_done;")
-    k_buf = {id(b): k for k, b in enumerate(bufs)}
-    for pos, a in enumerate(fn.args):
-        if isinstance(a, Buffer):
-            value, size = f"&accpy_d{k_buf[id(a)]}", "sizeof(void*)"
-        else:
-            value, size = f"&{names.get(a, a.name)}", f"sizeof({c_type(a.dtype)})"
-        body.append(f"if ({rt.set_arg}(accpy_k, {pos}, {size}, {value})) goto accpy_done;")
-    body.append(f"if ({rt.launch}(accpy_k, 3, accpy_global, accpy_local)) goto accpy_done;")
+    body += _launch(fn, kernel, rt, names, bufs)
     for k, b in enumerate(bufs):
         if b.role not in (BufferRole.INPUT, BufferRole.CONST):
             body.append(f"if (accpy_n{k} && {rt.read}(accpy_d{k}, {names.get(b, b.name)}, accpy_n{k})) "
@@ -75,6 +112,80 @@ def launcher_source(fn: Function, grid, linkage: str) -> str:
     body.append("accpy_done:")
     body += [f"if (accpy_d{k}) {rt.free}(accpy_d{k});" for k in range(len(bufs))]
     body.append("return;")
+    out = [f"{linkage}void {fn.name}({function_params(fn, names)}) {{"]
     out += ["    " + line if not line.endswith(":") else line for line in body]
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def launcher_source(fn: Function, grid, linkage: str) -> str:
+    """The kernel source constant and the host launcher `fn.name` (with `linkage`) of `fn`, for a
+    grid whose runtime builds kernels from source at run time."""
+    kernel = emit_kernel(fn, grid.dialect, device_prelude(grid.dialect))
+    src = f"{fn.name}__device_source"
+    return f"static const char {src}[] = {c_string(kernel.source)};\n\n" + host_launcher(fn, kernel, grid, linkage, src)
+
+
+def device_unit_source(pkg_name: str, functions, grid) -> str:
+    """One translation unit for the compiler of `grid`'s runtime (a runtime whose kernels are
+    compiled with their launchers): the host runtime (native/accpy_runtime.h: the error channel),
+    the runtime's header, the device prelude and every function's kernel (between the runtime's
+    `unit_open` and `unit_close`), a launcher per function (with the runtime's `linkage`) and
+    `<pkg_name>_last_error`. `functions` are lowered IR functions, each named as its launcher."""
+    rt, dialect = grid.runtime, grid.dialect
+    if not compiled_with_launcher(rt):
+        raise ValueError(f"device_unit_source: the runtime of {type(grid).__name__} builds its kernels at run time "
+                         f"(no launch_template); its launchers are written by launcher_source")
+    kernels = [emit_kernel(fn, dialect, "") for fn in functions]
+    out = [f"/* {pkg_name}{dialect.suffix}: generated by accpy ({dialect.name} kernels and their host launchers). "
+           f"Do not edit: rebuild the package instead. */",
+           "#define ACCPY_NO_VECTORS", native_text("accpy_runtime.h"), native_text(rt.header),
+           rt.unit_open, device_prelude(dialect)]
+    out += [k.source for k in kernels]
+    out.append(rt.unit_close)
+    out += [host_launcher(fn, k, grid, rt.linkage) for fn, k in zip(functions, kernels)]
+    out.append(f"{rt.linkage}const char* {pkg_name}_last_error(void) {{ return accpy_take_error(); }}\n")
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class CompanionUnit:
+    """A unit a package writes beside its C: `key` (its entry in the package's `files`, the file's
+    suffix), `text`, the `grid` whose compiler checks it and the `targets` of its functions."""
+
+    key: str
+    text: str
+    grid: object
+    targets: tuple
+
+    def check(self, path: Path) -> str:
+        """Compile the unit (written at `path`) for each of its targets to check it: a note saying
+        what was done; CompileError naming `path`'s lines the compiler rejected."""
+        return "; ".join(self.grid.check_unit(self.text, path, t) for t in self.targets)
+
+
+def _companion_grids(target) -> tuple:
+    """The grids whose units a package for `target` writes beside its C (its libraries' choice)."""
+    out = []
+    for lib in target.libraries:
+        hook = getattr(lib, "companion_grids", None)  # (a library without companions has no hook)
+        out += list(hook(target)) if hook is not None else []
+    return tuple(out)
+
+
+def companion_units(pkg_name: str, functions) -> list:
+    """The companion units (CompanionUnit) of a package's functions (package.PackageFunction): one
+    per grid their targets ask for, holding the kernels and launchers of the functions whose
+    targets ask for it, each launcher named as the function; [] for most packages."""
+    groups: dict = {}
+    for pf in functions:
+        if hasattr(pf, "impl_source"):  # (a function calling others: host code, no kernel of its own)
+            continue
+        for grid in _companion_grids(pf.target):
+            groups.setdefault(id(grid), (grid, []))[1].append(pf)
+    out = []
+    for grid, fns in groups.values():
+        text = device_unit_source(pkg_name, [pf.lowered(pf.name) for pf in fns], grid)
+        targets = tuple({pf.target.name: pf.target for pf in fns}.values())
+        out.append(CompanionUnit(grid.dialect.suffix.lstrip("."), text, grid, targets))
+    return out

@@ -33,6 +33,7 @@ from .compile import (ProgressBar, compile_c, compile_cxx_module, copy_atomic, f
                       remove_file, write_atomic)
 from .foreign import ForeignPackage, foreign_error
 from .hat import hat_text
+from .launch import companion_units
 from .loader import BuiltPackage
 from .pymodule import ModuleBuild, module_source
 from .signature import describe_arguments, function_hash
@@ -370,6 +371,7 @@ class Package:
             source += extra
             if units is not None:
                 units = [units[0] + extra] + units[1:]
+        companions = companion_units(name, fns)  # (units in other dialects some targets ask for; most: none)
         timings["emit"] = time.perf_counter() - t0
         files = {"c": out / f"{name}.c", "h": out / f"{name}.h", "hat": out / f"{name}.hat"}
         targets = {f.target for f in fns}
@@ -391,7 +393,8 @@ class Package:
         module_cpp = out / f"{name}_module.cpp"
         h_text = header(name, fns, self._allocating)
         outputs = (files["c"].name, files["h"].name, files["hat"].name, lib_file, static_file, module_file.name,
-                   module_cpp.name)
+                   module_cpp.name) + tuple(f"{name}.{c.key}" for c in companions)
+        files.update({c.key: out / f"{name}.{c.key}" for c in companions})
         if format == Format.HAT_SOURCE:
             hat = hat_text(name, fns, self._description, lib_file, static_file, toolchain.cc, flags, openmp,
                            fns[0].target, allocating=self._allocating)
@@ -400,6 +403,8 @@ class Package:
                 write_atomic(files["c"], source)
                 write_atomic(files["h"], h_text)
                 write_atomic(files["hat"], hat)
+                for c in companions:
+                    write_atomic(files[c.key], c.text)
                 for stale in (out / lib_file, out / static_file, module_file, module_cpp):
                     remove_file(stale)  # binaries of an earlier build would not match these sources
             return None  # type: ignore[return-value]
@@ -440,6 +445,8 @@ class Package:
             write_atomic(files["c"], source)
             write_atomic(files["h"], h_text)
             write_atomic(files["hat"], hat)
+            for c in companions:
+                write_atomic(files[c.key], c.text)
             copy_atomic(lib.shared, files["shared"])
             if format & Format.HAT_STATIC:
                 files["static"] = out / static_file
@@ -475,6 +482,8 @@ class Package:
             module_build = ModuleBuild(job)
             if python_module == "sync":
                 module_build.wait()
+        for c in companions:  # checked by their compiler (while the Python module builds): a note, or CompileError
+            timings[f"{c.key}_check"] = c.check(files[c.key])
         fn_desc = [(f.name, f.base_name, f.infos, recorded_parameters(f.parameters)) for f in fns]
         if not toolchain.native:  # written, not loaded: its code is for another architecture
             built = ForeignPackage(name, out, files, fn_desc, fns[0].target.name, toolchain)
