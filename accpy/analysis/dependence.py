@@ -332,26 +332,42 @@ def check_parallel(space, positions: list, what: str, unsafe: bool = False) -> N
         _raise_or_warn(what, "two threads would race on " + v.describe(space, concurrent=True), unsafe)
 
 
-def concurrent_violation(space, positions: list) -> Optional[Violation]:
-    """Two conflicting accesses (reduction updates included) in iterations that differ in one of
-    the loops at `positions` (any of them, in any order): those loops all run at once, one
-    iteration per unit of a grid, and every other loop runs inside each unit (`plan.bind`), so
-    iterations that differ there have no order at all."""
+def _concurrent(positions):
     import z3
 
-    accs = accesses(space)
-    pairs = [(x, y) for x, y in _pairs(accs, include_commuting=True) if x <= y]
     at = sorted(positions)
+    return lambda ia, ib: z3.Not(_eq([ia.dims[p] for p in at], [ib.dims[p] for p in at]))
 
-    def rel(ia, ib):
-        return z3.Not(_eq([ia.dims[p] for p in at], [ib.dims[p] for p in at]))
 
-    return _first_violation(space, accs, pairs, rel)
+def concurrent_violation(space, positions: list, commuting: bool = True) -> Optional[Violation]:
+    """Two conflicting accesses in iterations that differ in one of the loops at `positions` (any
+    of them, in any order): those loops all run at once, one iteration per unit of a grid, and
+    every other loop runs inside each unit (`plan.bind`), so iterations that differ there have no
+    order at all. `commuting`: whether two updates of one reduction (e.g. two `+=`) count."""
+    accs = accesses(space)
+    pairs = [(x, y) for x, y in _pairs(accs, include_commuting=commuting) if x <= y]
+    return _first_violation(space, accs, pairs, _concurrent(positions))
+
+
+def concurrent_reductions(space, positions: list) -> dict:
+    """The reductions whose updates meet across the units of the loops at `positions` (they would
+    have to be atomic): {buffer: (operator, element type)}."""
+    accs = accesses(space)
+    out = {}
+    enc = _Encoder(space)
+    rel = _concurrent(positions)
+    for x, y in _pairs(accs, include_commuting=True):
+        a, b = accs[x], accs[y]
+        if x > y or not commute(a, b) or a.buffer in out:
+            continue
+        if enc.find(a, b, rel) is not None:
+            out[a.buffer] = (a.op, a.buffer.dtype)
+    return out
 
 
 def check_concurrent(space, positions: list, what: str) -> None:
     """ScheduleError when the loops at `positions` may not all run at once (concurrent_violation)."""
-    v = concurrent_violation(space, positions)
+    v = concurrent_violation(space, positions, commuting=False)
     if v is not None:
         raise ScheduleError(f"{what}: two units of the grid would race on {v.describe(space, concurrent=True)}; "
                             f"bind only loops whose iterations touch different elements (a reduction's loop "

@@ -16,7 +16,7 @@ from ..ir.expr import Buffer, Call, Load
 from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.stmt import Alloc, For, Function, Store
 from ..ir.visitor import buffers_of, nodes_of
-from ..targets.grid import BARRIER, UNIT_ID
+from ..targets.grid import ATOMIC, BARRIER, UNIT_ID
 from .c import CEmitter, Names, c_type
 
 
@@ -61,6 +61,13 @@ class DeviceEmitter(CEmitter):
             return self.dialect.barrier
         if e.fn.startswith(UNIT_ID):
             return f"((int64_t){self.dialect.unit_id(e.fn[len(UNIT_ID):])})"
+        if e.fn.startswith(ATOMIC):
+            target, value = e.args
+            template = self.dialect.atomic(e.fn[len(ATOMIC):], target.buffer.dtype.name)
+            if template is None:
+                raise ValueError(f"{self.dialect.name} has no atomic {e.fn[len(ATOMIC):]} of "
+                                 f"{target.buffer.dtype.name} (array {target.buffer.name})")
+            return template.format(ptr=self._addr(target.buffer, target.indices), value=self.expr(value))
         return super().e_Call(e)
 
     def s_Alloc(self, s: Alloc, depth):

@@ -103,6 +103,7 @@ class LoweringRequest:
     args: Optional[tuple] = None
     prefetch: tuple = ()  # of PrefetchRequest
     bindings: tuple = ()  # of Binding (`plan.bind`), in the plan's order
+    atomic: tuple = ()  # buffers whose reduction updates the bound units make together (atomically)
 
     def loop_var(self, level: int) -> Var:
         """The loop var of the key-slice at `level` (1: the innermost loop)."""

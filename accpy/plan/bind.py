@@ -1,11 +1,12 @@
 """`plan.bind`: loops that run at once, one iteration per unit of the target's grid (blocks and
 threads), as Accera's plans bind them. Refused, naming what failed, when the target has no grid,
 when a bound loop carries a dependence (the exact analysis: two iterations that differ in a
-bound loop touch one element, one of them writing), when a loop bound to an outer level sits
+bound loop touch one element, one of them writing; two updates of one reduction, e.g. a sum
+over a bound loop, are made atomic instead, where the target has that atomic operation), when a loop bound to an outer level sits
 inside one bound to an inner level, and when the units needed exceed the target's limits."""
 from __future__ import annotations
 
-from ..analysis.dependence import check_concurrent
+from ..analysis.dependence import check_concurrent, concurrent_reductions
 from ..errors import ScheduleError
 from ..ir.expr import as_int
 from ..ir.request import Binding
@@ -50,9 +51,17 @@ class Binding_:
         space = self._schedule.space
         names = ", ".join(f"{'(' + ', '.join(i.name for i in ixs) + ')' if len(ixs) > 1 else ixs[0].name}: {u}"
                           for ixs, u in new)
-        check_concurrent(space, [space.position(ix) for ixs, _ in bindings for ix in ixs], f"bind({names})")
+        positions = [space.position(ix) for ixs, _ in bindings for ix in ixs]
+        check_concurrent(space, positions, f"bind({names})")
+        atomic = concurrent_reductions(space, positions)
+        for buf, (op, dtype) in atomic.items():
+            if not grid.has_atomic(op, dtype):
+                raise ScheduleError(f"bind({names}): the units would update elements of {buf.name} together "
+                                    f"({op} of {dtype.name}), and {self._target.name} has no atomic {op} of "
+                                    f"{dtype.name}; keep the reduction's loop unbound")
         grid.check(self._target, {u: self._units_needed(ixs) for ixs, u in bindings})
         self._bindings = bindings
+        self._atomic = atomic
 
     def _check_levels(self, grid, bindings) -> None:
         """A loop bound to an outer level (blocks) comes before every loop bound to an inner one."""
@@ -79,6 +88,12 @@ class Binding_:
     def bindings(self) -> tuple:
         """((indices, unit name), ...), in the order bound."""
         return tuple(self._bindings)
+
+    @property
+    def atomic_reductions(self) -> dict:
+        """{array buffer: (operator, element type)}: reductions whose updates the bound units make
+        together (atomic updates)."""
+        return dict(getattr(self, "_atomic", {}))
 
     def binding_requests(self) -> tuple:
         """The bindings as lowering reads them (accpy/ir/request.py's Binding)."""

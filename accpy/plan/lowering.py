@@ -107,7 +107,8 @@ def lowering_request(plan, args=None) -> LoweringRequest:
     return LoweringRequest(space=space, target=plan.target, kinds=kinds, unroll_below=space.unroll_below(),
                            caches=cache_requests(plan), tensorize=tuple(plan.tensorize_requests()),
                            parallel=parallel, args=argument_objects(args) if args is not None else None,
-                           prefetch=prefetch_requests(plan), bindings=plan.binding_requests())
+                           prefetch=prefetch_requests(plan), bindings=plan.binding_requests(),
+                           atomic=tuple(plan.atomic_reductions))
 
 
 def record_resolved(plan, request: LoweringRequest) -> None:

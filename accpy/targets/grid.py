@@ -18,6 +18,7 @@ from ..errors import LimitError
 # calls in device code that the device emitter prints in the target's dialect
 BARRIER = "grid.barrier"  # wait for the block's threads; their shared-memory writes are seen
 UNIT_ID = "grid.unit."  # + a unit's name (e.g. "THREAD_X"): this thread's index along that unit
+ATOMIC = "grid.atomic_"  # + an operator ("add"): update the element (a Load: its address) atomically
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,11 @@ class Grid:
                 glob[u.axis].append(f"({text})")
         return tuple(" * ".join(x) or "1" for x in glob), tuple(" * ".join(x) or "1" for x in local)
 
+    def has_atomic(self, op: str, dtype) -> bool:
+        """Whether the grid's units can update one element together with reduction `op` ("add",
+        "max", ...) on `dtype` (atomically)."""
+        return False
+
     def check_shared_memory(self, target, arrays: dict) -> None:
         """LimitError when the shared arrays of one kernel (`arrays`: name -> bytes) do not fit in
         a block's shared memory on `target`."""
@@ -106,10 +112,15 @@ class Dialect:
     shared_array: str
     barrier: str
     suffix: str
+    atomics: tuple = ()  # ((operator, element type name), C template over {ptr} and {value})
 
     def unit_id(self, unit: str) -> str:
         """The C expression of `unit`'s index."""
         return dict(self.unit_ids)[unit]
+
+    def atomic(self, op: str, dtype_name: str):
+        """The C template of an atomic `op` on `dtype_name` elements, or None."""
+        return dict(self.atomics).get((op, dtype_name))
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,16 @@ typedef ulong uint64_t;
 #define remainderf remainder
 #define fmodf fmod
 #define copysignf copysign
+/* float atomic add (OpenCL C 1.2 has integer atomics only): a compare-and-swap loop on the bits */
+static inline void accpy_atomic_add_f32(volatile __global float* p, float v) {
+    uint seen = as_uint(*p), want;
+    for (;;) {
+        want = as_uint(as_float(seen) + v);
+        uint was = atomic_cmpxchg((volatile __global uint*)p, seen, want);
+        if (was == seen) break;
+        seen = was;
+    }
+}
 #elif defined(__CUDACC__)
 #include <stdint.h>
 #define ACCPY_INLINE static __device__ __forceinline__

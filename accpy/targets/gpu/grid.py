@@ -41,6 +41,13 @@ class GpuGrid(Grid):
         check_limit("bind: one block would have threads:", per_block, limits["max_threads_per_block"], target,
                     "max_threads_per_block")
 
+    def has_atomic(self, op: str, dtype) -> bool:
+        # OpenCL C 1.2 and CUDA: 32-bit integer add / max / min, and float add (CUDA's atomicAdd; in
+        # OpenCL a compare-and-swap loop, native/gpu/accpy_device.h)
+        name = getattr(dtype, "name", dtype)
+        return (op == "add" and name in ("int32", "uint32", "float32")) or \
+            (op in ("max", "min") and name in ("int32", "uint32"))
+
     def check_shared_memory(self, target, arrays: dict) -> None:
         total = sum(arrays.values())
         what = ", ".join(f"{n}: {b} bytes" for n, b in arrays.items())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..features import Category
 from ..library import LibraryPass, TargetLibrary
 from .grid import GpuGrid
-from .shared import cooperative_copies
+from .shared import atomic_updates, cooperative_copies
 
 
 class GpuLibrary(TargetLibrary):
@@ -25,7 +25,8 @@ class GpuLibrary(TargetLibrary):
         # last (after the final simplification, which would drop the guards it moves: inside a bound
         # loop, `v < hi` holds for the loop's own iterations, not for the units past its end)
         return (LibraryPass("shared caches", "simplify (after registers)",
-                            lambda stmt, request: cooperative_copies(stmt, request, GpuGrid()), always=True),)
+                            lambda stmt, request: cooperative_copies(stmt, request, GpuGrid()), always=True),
+                LibraryPass("atomic updates", "simplify (after registers)", atomic_updates, always=True))
 
 
 GPU = GpuLibrary()

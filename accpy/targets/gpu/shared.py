@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
+from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, UnOp, Var, as_int, idx_op
 from ...ir.kinds import HostMemory, LoopKind
 from ...ir.stmt import Block, Evaluate, For, If, Store, block
 from ...ir.types import ScalarType
 from ...ir.visitor import Mutator, buffers_of, nodes_of, substitute
-from ..grid import BARRIER, UNIT_ID
+from ..grid import ATOMIC, BARRIER, UNIT_ID
 
 
 def _shared(b) -> bool:
@@ -297,3 +297,31 @@ def cooperative_copies(stmt, request, grid):
     grid.check_shared_memory(request.target, sizes)
     thread_vars = frozenset(v for b in request.bindings if b.unit in inner for v in b.vars)
     return _PushGuards(thread_vars).visit(stmt)
+
+
+class _Atomic(Mutator):
+    """Updates of the buffers `bufs` become atomic calls: `X[e] += v` (or -=) an atomic add,
+    `X[e] = max(X[e], v)` (min) an atomic max (min)."""
+
+    def __init__(self, bufs):
+        self.bufs = bufs
+
+    def visit_Store(self, s: Store):
+        if s.buffer not in self.bufs:
+            return s
+        target = Load(s.buffer, s.indices)
+        if s.reduce in ("add", "sub"):
+            v = s.value if s.reduce == "add" else UnOp("neg", s.value, s.value.dtype)
+            return Evaluate(Call(ATOMIC + "add", (target, v), s.buffer.dtype))
+        v = s.value
+        if s.reduce is None and isinstance(v, BinOp) and v.op in ("max", "min"):
+            for own, other in ((v.a, v.b), (v.b, v.a)):
+                if own == target:
+                    return Evaluate(Call(ATOMIC + v.op, (target, other), s.buffer.dtype))
+        raise GuardError(f"{s.buffer.name}: an update the bound units make together is not an atomic "
+                         f"add, max or min")
+
+
+def atomic_updates(stmt, request):
+    """`stmt` with the updates that bound units make together (request.atomic) made atomic."""
+    return _Atomic(set(request.atomic)).visit(stmt) if request.atomic else stmt

@@ -117,14 +117,29 @@ def test_bind_on_a_cpu_target_is_refused():
         plan.bind({i: A100.GridUnit.THREAD_X})
 
 
-def test_binding_the_reduction_loop_is_refused_naming_the_race():
-    nest, _ = matmul(8, 8, 8)
+def test_a_bound_loop_carrying_a_dependence_is_refused_naming_the_race():
+    X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(8,), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(9,), name="Y")
+    nest = acc.Nest(shape=(8,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i + 1] = Y[i] * 2.0 + X[i]  # each iteration reads what the one before wrote
+
+    plan = nest.create_schedule().create_plan(A100)
+    with pytest.raises(ScheduleError, match=r"bind\(i: THREAD_X\): two units of the grid would race on Y"):
+        plan.bind({i: A100.GridUnit.THREAD_X})
+    assert plan.bindings == ()  # (nothing was recorded by the refused call)
+
+
+def test_binding_matmuls_reduction_loop_makes_its_updates_atomic(needs_opencl):
+    nest, args = matmul(8, 6, 40)
     i, j, k = nest.get_indices()
     plan = nest.create_schedule().create_plan(A100)
-    with pytest.raises(ScheduleError, match=r"bind\(k: THREAD_X\): two units of the grid would race on C"):
-        plan.bind({k: A100.GridUnit.THREAD_X})
-    plan.bind({i: A100.GridUnit.THREAD_X})  # (nothing was recorded by the refused call)
-    assert plan.bindings == (((i,), "THREAD_X"),)
+    plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, k: A100.GridUnit.THREAD_X})
+    assert [b.name for b in plan.atomic_reductions] == ["C"]
+    assert_matches_reference(plan, args)
 
 
 def test_a_block_too_large_for_the_target_is_refused():
@@ -158,3 +173,43 @@ def test_blocks_inside_threads_and_bad_units_are_refused():
         plan.bind({i: A100.GridUnit.BLOCK_Y})
     with pytest.raises(ValueError, match="i is already bound"):
         plan.unroll(i)
+
+
+# -- reductions across units: atomic updates ------------------------------------------------------
+
+def row_reduction(dtype, op="add", M=12, N=37):
+    X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N), name="X")
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(M,), name="S")
+    nest = acc.Nest(shape=(M, N))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        if op == "max":
+            S[i] = acc.max(S[i], X[i, j])
+        elif op == "mul":
+            S[i] *= X[i, j]
+        else:
+            S[i] += X[i, j]
+
+    s = nest.create_schedule()
+    jj = s.split(j, 16)
+    return s, (X, S), (i, j, jj)
+
+
+@pytest.mark.parametrize("dtype,op", [(acc.ScalarType.int32, "add"), (acc.ScalarType.float32, "add"),
+                                      (acc.ScalarType.int32, "max"), (acc.ScalarType.uint32, "add")])
+def test_a_reduction_bound_across_threads_updates_atomically(needs_opencl, dtype, op):
+    s, args, (i, j, jj) = row_reduction(dtype, op)
+    plan = s.create_plan(A100)
+    plan.bind({i: A100.GridUnit.BLOCK_X, j: A100.GridUnit.THREAD_Y, jj: A100.GridUnit.THREAD_X})
+    assert {b.name: o for b, (o, _) in plan.atomic_reductions.items()} == {"S": op}
+    assert_matches_reference(plan, args)  # (float sums in another order: within tolerance)
+
+
+def test_reductions_without_an_atomic_are_refused():
+    for dtype, op in ((acc.ScalarType.float32, "max"), (acc.ScalarType.int32, "mul")):
+        s, args, (i, j, jj) = row_reduction(dtype, op)
+        plan = s.create_plan(A100)
+        with pytest.raises(ScheduleError, match=rf"elements of S together .*{op}.* no atomic|race on S"):
+            plan.bind({i: A100.GridUnit.BLOCK_X, jj: A100.GridUnit.THREAD_X})
