@@ -17,7 +17,8 @@ from ..ir.kinds import BufferRole, HostMemory, LoopKind
 from ..ir.stmt import Alloc, For, Function, Store
 from ..ir.visitor import buffers_of, nodes_of
 from ..targets.grid import ATOMIC, BARRIER, UNIT_ID
-from .c import CEmitter, Names, c_type
+from ..paths import native_text
+from .c import CEmitter, Names, c_type, called_intrinsics
 
 
 @dataclass(frozen=True)
@@ -122,5 +123,12 @@ def emit_kernel(fn: Function, dialect, prelude: str) -> Kernel:
     for b in [b for b in buffers_of(fn.body) if b.memory == HostMemory.SHARED and id(b) in used]:
         em.emit(f"{dialect.shared_array} {c_type(b.dtype)} {em.buf(b)}[{em._elements(b)}];", 1)
     lines = [f"{dialect.kernel} {name}({kernel_params(fn, names, dialect)}) {{"] + em.lines + body + ["}"]
-    source = prelude + "\n" + "\n".join(lines) + "\n"
+    source = prelude + "\n" + kernel_headers(fn, dialect) + "\n".join(lines) + "\n"
     return Kernel(source, name, launch_of(fn))
+
+
+def kernel_headers(fn: Function, dialect) -> str:
+    """What the intrinsics `fn` calls need (their #include lines), only those used: the native file
+    `dialect` has for a line inlined (a kernel's source stands alone), any other line as it is."""
+    lines = dict.fromkeys(i.header for i in called_intrinsics(fn.body) if i.header)
+    return "".join((native_text(f) if (f := dialect.header(h)) is not None else h) + "\n" for h in lines)

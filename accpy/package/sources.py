@@ -201,6 +201,8 @@ def intrinsic_includes(functions) -> list:
     """The #include lines of the target intrinsics the functions call (e.g. gemmini.h)."""
     out: dict = {}
     for pf in functions:
+        if device_grid(pf.target) is not None:
+            continue  # (a kernel's: its device source has them, codegen/device.py)
         for h in intrinsic_headers(pf.lowered("probe").body):
             out.setdefault(h, None)
     return list(out)

@@ -113,10 +113,16 @@ class Dialect:
     barrier: str
     suffix: str
     atomics: tuple = ()  # ((operator, element type name), C template over {ptr} and {value})
+    headers: tuple = ()  # ((an intrinsic's #include line, this dialect's native file), ...)
 
     def unit_id(self, unit: str) -> str:
         """The C expression of `unit`'s index."""
         return dict(self.unit_ids)[unit]
+
+    def header(self, include: str):
+        """The native file (relative to native/) that this dialect's kernels inline for the #include
+        line an intrinsic needs (`Intrinsic.header`), or None: the line stays as it is."""
+        return dict(self.headers).get(include)
 
     def atomic(self, op: str, dtype_name: str):
         """The C template of an atomic `op` on `dtype_name` elements, or None."""

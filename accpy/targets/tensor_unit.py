@@ -56,6 +56,12 @@ class TensorUnit:
     def check_tensorize(self, store, what: str) -> None:
         """ValueError unless the statement `store` of a tensorized part can become tiles."""
 
+    def for_intrinsic(self, intrinsic) -> "TensorUnit":
+        """The unit that checks and matches the sub-nests tensorized onto `intrinsic` (one this unit
+        resolved): the unit itself, unless its tiles depend on options of the call (e.g. a number of
+        passes), then a unit bound to them."""
+        return self
+
     def operand_layout(self, role: str, dtype: ScalarType) -> Optional[OperandLayout]:
         """How this unit's instructions read operand `role` ("A", "B" or "C") of `dtype` from a cache
         in the grouped layout, or None (none reads it grouped)."""
