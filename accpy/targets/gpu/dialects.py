@@ -13,7 +13,9 @@ OPENCL_C = Dialect(
     name="OpenCL C", prelude=PRELUDE, kernel="__kernel void", global_ptr="__global ",
     const_global_ptr="__global const ", restrict="restrict",
     unit_ids=(("BLOCK_X", "get_group_id(0)"), ("BLOCK_Y", "get_group_id(1)"), ("BLOCK_Z", "get_group_id(2)"),
-              ("THREAD_X", "get_local_id(0)"), ("THREAD_Y", "get_local_id(1)"), ("THREAD_Z", "get_local_id(2)")),
+              ("THREAD_X", "get_local_id(0)"), ("THREAD_Y", "get_local_id(1)"), ("THREAD_Z", "get_local_id(2)"),
+              ("WARP_X", "(get_local_id(0) / 32)"), ("WARP_Y", "get_local_id(1)")),
+    headers=(('#include "gpu/accpy_mma.h"', "gpu/accpy_mma.cl.h"),),
     shared_array="__local", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)", suffix=".cl",
     atomics=tuple(((op, t), f"atomic_{op}({{ptr}}, {{value}})") for op in ("add", "max", "min")
                   for t in ("int32", "uint32")) + ((("add", "float32"), "accpy_atomic_add_f32({ptr}, {value})"),))
@@ -22,7 +24,9 @@ CUDA_C = Dialect(
     name="CUDA C", prelude=PRELUDE, kernel='extern "C" __global__ void', global_ptr="", const_global_ptr="const ",
     restrict="__restrict__",
     unit_ids=(("BLOCK_X", "blockIdx.x"), ("BLOCK_Y", "blockIdx.y"), ("BLOCK_Z", "blockIdx.z"),
-              ("THREAD_X", "threadIdx.x"), ("THREAD_Y", "threadIdx.y"), ("THREAD_Z", "threadIdx.z")),
+              ("THREAD_X", "threadIdx.x"), ("THREAD_Y", "threadIdx.y"), ("THREAD_Z", "threadIdx.z"),
+              ("WARP_X", "(threadIdx.x / 32)"), ("WARP_Y", "threadIdx.y")),
+    headers=(('#include "gpu/accpy_mma.h"', "gpu/accpy_mma.cuh"),),
     shared_array="__shared__", barrier="__syncthreads()", suffix=".cu",
     atomics=tuple(((op, t), f"atomic{op.capitalize()}({{ptr}}, {{value}})") for op in ("add", "max", "min")
                   for t in ("int32", "uint32")) + ((("add", "float32"), "atomicAdd({ptr}, {value})"),))

@@ -1,4 +1,5 @@
-"""A GPU's grid: blocks (BLOCK_X/Y/Z) of threads (THREAD_X/Y/Z), checked against the target's
+"""A GPU's grid: blocks (BLOCK_X/Y/Z) of threads (THREAD_X/Y/Z) or of warps (WARP_X/Y: 32 threads
+each, for tensorized plans), checked against the target's
 limits (threads per block, block dimensions, grid dimensions), its kernels written in OpenCL C and
 launched through the OpenCL runtime (accpy/targets/gpu/dialects.py)."""
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from ..grid import Grid, Unit, check_limit
 from .dialects import OPENCL_C, OPENCL_RUNTIME
 
+WARP_LANES = 32  # threads of a warp (the tensor-core fragments' lanes)
 # CUDA's grid dimensions (x: 2^31 - 1 blocks, y and z: 65535), also within OpenCL's
 _GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 
@@ -13,25 +15,26 @@ _GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 class GpuGrid(Grid):
     """The grid of a GPU target `target`."""
 
-    units = {f"{lv}_{ax}": Unit(f"{lv}_{ax}", lv.lower(), k)
-             for lv in ("BLOCK", "THREAD") for k, ax in enumerate("XYZ")}
+    # a warp (WARP_X, WARP_Y: tensorized plans, accpy/targets/gpu/tensor.py) is WARP_LANES threads
+    # along x: a block of Wx x Wy warps has 32 * Wx x Wy threads
+    units = {**{f"{lv}_{ax}": Unit(f"{lv}_{ax}", lv.lower(), k)
+                for lv in ("BLOCK", "THREAD") for k, ax in enumerate("XYZ")},
+             "WARP_X": Unit("WARP_X", "thread", 0), "WARP_Y": Unit("WARP_Y", "thread", 1)}
     levels = ("block", "thread")
     dialect = OPENCL_C
     runtime = OPENCL_RUNTIME
 
-    def unit(self, value) -> Unit:
-        name = getattr(value, "name", value)
-        if name in ("WARP_X", "WARP_Y"):
-            raise ValueError(f"bind: {name}: warps are bound by plan.tensorize's tensor-core mapping in accpy, not "
-                             f"by bind; bind threads (THREAD_X, THREAD_Y) instead")
-        return super().unit(value)
-
     def check(self, target, bound: dict) -> None:
         limits = self.launch_limits(target)
+        kinds = {name.split("_")[0] for name in bound} & {"THREAD", "WARP"}
+        if len(kinds) > 1:
+            raise ValueError(f"bind: {', '.join(n for n in bound if not n.startswith('BLOCK'))}: a block's threads "
+                             f"are bound loops (THREAD_*) or warps of a tensorized plan (WARP_*), not both")
         per_block = 1
         for name, n in bound.items():
             u = self.units[name]
             if u.level == "thread":
+                n = WARP_LANES * n if name == "WARP_X" and n is not None else n
                 check_limit(f"bind: {name} would take", n, limits["max_block_size"][u.axis], target,
                             f"max_block_size[{u.axis}]: threads along {name[-1]}")
                 per_block = None if per_block is None or n is None else per_block * n
@@ -47,6 +50,10 @@ class GpuGrid(Grid):
         name = getattr(dtype, "name", dtype)
         return (op == "add" and name in ("int32", "uint32", "float32")) or \
             (op in ("max", "min") and name in ("int32", "uint32"))
+
+    def launch_sizes(self, counts: dict) -> tuple:
+        # a warp along x is WARP_LANES threads
+        return super().launch_sizes({u: f"{WARP_LANES} * ({c})" if u == "WARP_X" else c for u, c in counts.items()})
 
     def check_shared_memory(self, target, arrays: dict) -> None:
         total = sum(arrays.values())
