@@ -77,15 +77,20 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
                           double_buffer=double_buffer, double_buffer_location=double_buffer_location,
                           vectorize=vectorize, strategy=strategy, panel_width=panel_width, locality=locality)
 
-    def tensorize(self, indices, intrinsic=None) -> None:
+    def tensorize(self, indices, intrinsic=None, **options) -> None:
         """Run the sub-nest spanned by `indices` = (i, j, k) on a tensor instruction: on Gemmini,
         C[i, j] += int32(A[i, k]) * int32(B[k, j]) over tiles of at most 16x16x16 (i: rows of the
         output, j: its columns, k: the reduction), with A and B cached in the SCRATCHPAD and C in
         the ACCUMULATOR. In a fused schedule, a statement reading the accumulator over (i, j)
         (C[i, j] = int8(round(float32(Acc[i, j]) * s)), optional ReLU, or a raw copy) becomes the
         output transfer. Indices, extents and element types are checked now; operand memories and
-        access patterns when the package is built (a ValueError says what did not match)."""
-        return self._call("tensorize", indices, intrinsic=intrinsic)
+        access patterns when the package is built (a ValueError says what did not match).
+
+        `options`: keyword arguments the target's tensor unit takes, as Accera names them (e.g.
+        the tile shape, the number of passes, element-wise operations before and after; see the
+        target library); `intrinsic` may then name the tile shape. A unit whose tiles must cover
+        the loops exactly (`exact`) needs extents equal to its shape."""
+        return self._call("tensorize", indices, intrinsic=intrinsic, **options)
 
     def prefetch(self, source, index, distance: int = 1, locality: int = 3, spread=None) -> None:
         """Software prefetch: each iteration of `index`'s loop asks for the cache lines its body
@@ -445,14 +450,16 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
         self._prefetches.append((source, index, distance, locality, spread))
 
     # -- tensorize ---------------------------------------------------------------------------------
-    def _tensorize(self, indices, intrinsic=None) -> None:
-        resolved = resolve_tensorize(self._target, intrinsic)
+    def _tensorize(self, indices, intrinsic=None, **options) -> None:
+        spec = dict(options, intrinsic=intrinsic) if options else intrinsic
+        resolved = resolve_tensorize(self._target, spec)
         if resolved is None:
             with_tensor = [lib.name for lib in libraries() if (u := lib.tensor_unit(None)) is not None
                            and u.tensor_intrinsic(None) is not None]
             raise ValueError(f"tensorize: target {self._target.name} has no tensor instructions accpy can use "
                              f"(the target libraries that have some: {', '.join(with_tensor)})")
         _, unit, intr = resolved
+        unit = unit.for_intrinsic(intr)
         if not isinstance(indices, (tuple, list)) or len(indices) != len(intr.shape):
             raise ValueError(f"tensorize: indices must be {len(intr.shape)} indices (i, j, k) of the schedule: "
                              f"output rows, output columns, reduction; got {indices!r}")
@@ -470,10 +477,11 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
                              f"schedule (in any order); the order is {order}")
         for ix, size in zip(indices, intr.shape):
             ext = as_int(space.dim(ix).extent)
-            if ext is None or ext > size:
+            exact = getattr(intr, "exact", False)
+            if ext is None or ext > size or (exact and ext != size):
                 shown = ext if ext is not None else "a runtime number of"
                 raise ValueError(f"tensorize: the loop of {ix.name} runs {shown} iterations; "
-                                 f"{intr.name} covers at most {size} (split it by {size})")
+                                 f"{intr.name} covers {'exactly' if exact else 'at most'} {size} (split it by {size})")
         k_var = space.dim(indices[2]).var
         for part in space.parts:
             if not any(a.coef(k_var) for a in part.index_map.values()):
@@ -493,7 +501,7 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
         """[(loop vars (i, j, k), description, the tensor unit of its intrinsic)] of the tensorized
         sub-nests, for lowering."""
         return [(tuple(self._dim_var(ix) for ix in ixs), f"tensorize({', '.join(ix.name for ix in ixs)})",
-                 resolve_tensorize(self._target, intr)[1]) for ixs, intr in self._tensorized]
+                 resolve_tensorize(self._target, intr)[1].for_intrinsic(intr)) for ixs, intr in self._tensorized]
 
     def _uses(self, array) -> bool:
         for part in self._schedule.space.parts:

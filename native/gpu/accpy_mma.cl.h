@@ -39,6 +39,15 @@
  *   hardware's summation order is unspecified, so floating results match a GPU within a rounding
  *   tolerance. 8-bit inputs: products and sums in 32-bit two's complement, wrapping, bit-exact
  *   with the hardware (mma without .satfinite).
+ *
+ * Tiles of any layout, as accpy's kernels call them (fragments declared as arrays of 32-bit words:
+ * ACCPY_MMA_WORDS_A / _B / _C words hold any type's fragment of that role):
+ *   accpy_mma_tile_load_{a,b,c}_<t>_<as>(uint* frag, const <as> void* base, long rs, long cs, uint lane)
+ *   accpy_mma_tile_store_c_<t>_<as>(const uint* frag, <as> void* base, long rs, long cs, uint lane)
+ *     element (r, c) of the tile is base[r * rs + c * cs] (row-major: rs = ld, cs = 1)
+ *   accpy_mma_tile_sync_<t>(uint* d, const uint* a, const uint* b, __local void* scratch, uint warp,
+ *                           uint lane): d = a @ b + d, as accpy_mma_sync_<t>
+ *   accpy_mma_tile_{set,scale}_c_<t>(uint* frag, ACC v), accpy_mma_tile_{relu,relu_nc}_c_<t>(uint*)
  */
 #ifndef ACCPY_MMA_CL_H
 #define ACCPY_MMA_CL_H
@@ -185,6 +194,77 @@ ACCPY_MMA_ALL(f16, half, float, float, 16)
 ACCPY_MMA_ALL(bf16, ushort, float, float, 16)
 ACCPY_MMA_ALL(s8, char, char, int, 8)
 ACCPY_MMA_ALL(u8, uchar, uchar, int, 8)
+
+/* -- tiles of any layout on word-array fragments (accpy's kernels) ----------------------------- */
+#define ACCPY_MMA_WORDS_A 8
+#define ACCPY_MMA_WORDS_B 4
+#define ACCPY_MMA_WORDS_C 4
+
+#define ACCPY_MMA_TILE_MEMORY(T, ST, ACC, BITS, AS, SUF)                                            \
+    ACCPY_MMA_FN void accpy_mma_tile_load_a_##T##_##SUF(uint* f, const AS void* base, long rs,      \
+                                                         long cs, uint lane) {                      \
+        accpy_mma_a_##T* fr = (accpy_mma_a_##T*)f;                                                  \
+        const AS ST* p = (const AS ST*)base;                                                        \
+        for (uint i = 0; i < 8; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_a##BITS(lane, i);                                             \
+            fr->x[i] = ACCPY_MMA_READ_##T(p, rc.x * rs + rc.y * cs);                                \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_load_b_##T##_##SUF(uint* f, const AS void* base, long rs,      \
+                                                         long cs, uint lane) {                      \
+        accpy_mma_b_##T* fr = (accpy_mma_b_##T*)f;                                                  \
+        const AS ST* p = (const AS ST*)base;                                                        \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_b##BITS(lane, i);                                             \
+            fr->x[i] = ACCPY_MMA_READ_##T(p, rc.x * rs + rc.y * cs);                                \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_load_c_##T##_##SUF(uint* f, const AS void* base, long rs,      \
+                                                         long cs, uint lane) {                      \
+        accpy_mma_c_##T* fr = (accpy_mma_c_##T*)f;                                                  \
+        const AS ACC* p = (const AS ACC*)base;                                                      \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            fr->x[i] = p[rc.x * rs + rc.y * cs];                                                    \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_store_c_##T##_##SUF(const uint* f, AS void* base, long rs,     \
+                                                          long cs, uint lane) {                     \
+        const accpy_mma_c_##T* fr = (const accpy_mma_c_##T*)f;                                      \
+        AS ACC* p = (AS ACC*)base;                                                                  \
+        for (uint i = 0; i < 4; ++i) {                                                              \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            p[rc.x * rs + rc.y * cs] = fr->x[i];                                                    \
+        }                                                                                           \
+    }
+
+#define ACCPY_MMA_TILE_OPS(T, ACC)                                                                  \
+    ACCPY_MMA_FN void accpy_mma_tile_sync_##T(uint* d, const uint* a, const uint* b,                \
+                                              __local void* scratch, uint warp, uint lane) {        \
+        accpy_mma_sync_##T((accpy_mma_c_##T*)d, (const accpy_mma_a_##T*)a,                          \
+                           (const accpy_mma_b_##T*)b, (const accpy_mma_c_##T*)d,                    \
+                           (__local accpy_mma_scratch_##T*)scratch, warp, lane);                    \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_set_c_##T(uint* f, ACC v) {                                    \
+        accpy_mma_set_c_##T((accpy_mma_c_##T*)f, v);                                                \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_scale_c_##T(uint* f, ACC v) {                                  \
+        accpy_mma_scale_c_##T((accpy_mma_c_##T*)f, v);                                              \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_relu_c_##T(uint* f) { accpy_mma_relu_c_##T((accpy_mma_c_##T*)f); } \
+    ACCPY_MMA_FN void accpy_mma_tile_relu_nc_c_##T(uint* f) {                                       \
+        accpy_mma_relu_nc_c_##T((accpy_mma_c_##T*)f);                                               \
+    }
+
+#define ACCPY_MMA_TILE_ALL(T, ST, ACC, BITS)                                                        \
+    ACCPY_MMA_TILE_MEMORY(T, ST, ACC, BITS, __global, global)                                       \
+    ACCPY_MMA_TILE_MEMORY(T, ST, ACC, BITS, __local, local)                                         \
+    ACCPY_MMA_TILE_OPS(T, ACC)
+
+ACCPY_MMA_TILE_ALL(f16, half, float, 16)
+ACCPY_MMA_TILE_ALL(bf16, ushort, float, 16)
+ACCPY_MMA_TILE_ALL(s8, char, int, 8)
+ACCPY_MMA_TILE_ALL(u8, uchar, int, 8)
 
 /* bytes of __local scratch per emulated warp (sizeof(accpy_mma_scratch_<t>)) */
 #define ACCPY_MMA_SCRATCH_BYTES_F16 1536

@@ -29,6 +29,14 @@
  *   are incomplete so that none is allocated).
  *   Integer results wrap in 32 bits (no .satfinite); the order in which the hardware sums a float
  *   D element is unspecified, so it agrees with the emulation within a rounding tolerance.
+ * Tiles of any layout, as accpy's kernels call them (the same names and contracts as in
+ * accpy_mma.cl.h; fragments are arrays of ACCPY_MMA_WORDS_A / _B / _C 32-bit words):
+ *   accpy_mma_tile_load_{a,b,c}_<t>_<as>(unsigned* f, const void* base, long long rs, long long cs,
+ *                                       unsigned lane): element (r, c) of the tile at base[r*rs + c*cs]
+ *   accpy_mma_tile_store_c_<t>_<as>(const unsigned* f, void* base, long long rs, long long cs, unsigned lane)
+ *   accpy_mma_tile_sync_<t>(unsigned* d, const unsigned* a, const unsigned* b, void* scratch (unused),
+ *                           unsigned warp, unsigned lane): d = a @ b + d
+ *   accpy_mma_tile_{set,scale}_c_<t>(unsigned* f, ACC v), accpy_mma_tile_{relu,relu_nc}_c_<t>(unsigned* f)
  */
 #ifndef ACCPY_MMA_CUH
 #define ACCPY_MMA_CUH
@@ -183,5 +191,82 @@ ACCPY_MMA_SYNC16(f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
 ACCPY_MMA_SYNC16(bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 ACCPY_MMA_SYNC8(s8, "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32")
 ACCPY_MMA_SYNC8(u8, "mma.sync.aligned.m16n8k16.row.col.s32.u8.u8.s32")
+
+/* -- tiles of any layout on word-array fragments (accpy's kernels) ----------------------------- */
+#define ACCPY_MMA_WORDS_A 8
+#define ACCPY_MMA_WORDS_B 4
+#define ACCPY_MMA_WORDS_C 4
+
+#define ACCPY_MMA_PACK_RC(T, ROLE, BITS, f, base, rs, cs, lane, n)                                  \
+    for (unsigned r = 0; r < (n) / (32 / BITS); ++r) {                                              \
+        unsigned word = 0;                                                                          \
+        for (unsigned j = 0; j < 32 / BITS; ++j) {                                                  \
+            int2 rc = accpy_mma_coord_##ROLE##BITS(lane, r * (32 / BITS) + j);                      \
+            word |= ACCPY_MMA_BITS_##T(base, rc.x * (rs) + rc.y * (cs)) << (BITS * j);              \
+        }                                                                                           \
+        (f)->x[r] = word;                                                                           \
+    }
+
+#define ACCPY_MMA_TILE_MEMORY(T, ST, ACC, BITS, SUF)                                                \
+    ACCPY_MMA_FN void accpy_mma_tile_load_a_##T##_##SUF(unsigned* f, const void* base, long long rs, \
+                                                         long long cs, unsigned lane) {             \
+        accpy_mma_a_##T* fr = (accpy_mma_a_##T*)f;                                                  \
+        const ST* p = (const ST*)base;                                                              \
+        ACCPY_MMA_PACK_RC(T, a, BITS, fr, p, rs, cs, lane, 8)                                       \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_load_b_##T##_##SUF(unsigned* f, const void* base, long long rs, \
+                                                         long long cs, unsigned lane) {             \
+        accpy_mma_b_##T* fr = (accpy_mma_b_##T*)f;                                                  \
+        const ST* p = (const ST*)base;                                                              \
+        ACCPY_MMA_PACK_RC(T, b, BITS, fr, p, rs, cs, lane, 4)                                       \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_load_c_##T##_##SUF(unsigned* f, const void* base, long long rs, \
+                                                         long long cs, unsigned lane) {             \
+        accpy_mma_c_##T* fr = (accpy_mma_c_##T*)f;                                                  \
+        const ACC* p = (const ACC*)base;                                                            \
+        for (unsigned i = 0; i < 4; ++i) {                                                          \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            fr->x[i] = p[rc.x * rs + rc.y * cs];                                                    \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_store_c_##T##_##SUF(const unsigned* f, void* base, long long rs, \
+                                                          long long cs, unsigned lane) {            \
+        const accpy_mma_c_##T* fr = (const accpy_mma_c_##T*)f;                                      \
+        ACC* p = (ACC*)base;                                                                        \
+        for (unsigned i = 0; i < 4; ++i) {                                                          \
+            int2 rc = accpy_mma_coord_c(lane, i);                                                   \
+            p[rc.x * rs + rc.y * cs] = fr->x[i];                                                    \
+        }                                                                                           \
+    }
+
+#define ACCPY_MMA_TILE_OPS(T, ACC)                                                                  \
+    ACCPY_MMA_FN void accpy_mma_tile_sync_##T(unsigned* d, const unsigned* a, const unsigned* b,    \
+                                              void* scratch, unsigned warp, unsigned lane) {        \
+        (void)scratch;                                                                              \
+        accpy_mma_sync_##T((accpy_mma_c_##T*)d, (const accpy_mma_a_##T*)a,                          \
+                           (const accpy_mma_b_##T*)b, (const accpy_mma_c_##T*)d, 0, warp, lane);    \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_set_c_##T(unsigned* f, ACC v) {                                \
+        accpy_mma_set_c_##T((accpy_mma_c_##T*)f, v);                                                \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_scale_c_##T(unsigned* f, ACC v) {                              \
+        accpy_mma_scale_c_##T((accpy_mma_c_##T*)f, v);                                              \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_relu_c_##T(unsigned* f) {                                      \
+        accpy_mma_relu_c_##T((accpy_mma_c_##T*)f);                                                  \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mma_tile_relu_nc_c_##T(unsigned* f) {                                   \
+        accpy_mma_relu_nc_c_##T((accpy_mma_c_##T*)f);                                               \
+    }
+
+#define ACCPY_MMA_TILE_ALL(T, ST, ACC, BITS)                                                        \
+    ACCPY_MMA_TILE_MEMORY(T, ST, ACC, BITS, global)                                                 \
+    ACCPY_MMA_TILE_MEMORY(T, ST, ACC, BITS, local)                                                  \
+    ACCPY_MMA_TILE_OPS(T, ACC)
+
+ACCPY_MMA_TILE_ALL(f16, __half, float, 16)
+ACCPY_MMA_TILE_ALL(bf16, unsigned short, float, 16)
+ACCPY_MMA_TILE_ALL(s8, signed char, int, 8)
+ACCPY_MMA_TILE_ALL(u8, unsigned char, int, 8)
 
 #endif /* ACCPY_MMA_CUH */

@@ -8,12 +8,14 @@ from ..features import Category
 from ..library import LibraryPass, TargetLibrary
 from .grid import GpuGrid
 from .shared import atomic_updates, cooperative_copies
+from .tensor import INTRINSICS, GpuTensorUnit, tensor_cores
 
 
 class GpuLibrary(TargetLibrary):
-    """Blocks and threads of GPU targets (Category.GPU)."""
+    """Blocks and threads (or warps) of GPU targets (Category.GPU), their tensor cores."""
 
     name = "gpu"
+    intrinsics = INTRINSICS  # the tensor-core fragment calls (tensor.py)
 
     def applies_to(self, target) -> bool:
         return getattr(target, "category", None) is Category.GPU
@@ -21,10 +23,16 @@ class GpuLibrary(TargetLibrary):
     def grid(self, target):
         return GpuGrid()
 
+    def tensor_unit(self, target):
+        return GpuTensorUnit(target)
+
     def lowering_passes(self) -> tuple:
+        # tensorized sub-nests as warps' fragment calls, once the caches they may read are placed
+        tensor = LibraryPass("tensor cores", "simplify",
+                             lambda stmt, request: tensor_cores(stmt, request, GpuGrid()), always=True)
         # last (after the final simplification, which would drop the guards it moves: inside a bound
         # loop, `v < hi` holds for the loop's own iterations, not for the units past its end)
-        return (LibraryPass("shared caches", "simplify (after registers)",
+        return (tensor, LibraryPass("shared caches", "simplify (after registers)",
                             lambda stmt, request: cooperative_copies(stmt, request, GpuGrid()), always=True),
                 LibraryPass("atomic updates", "simplify (after registers)", atomic_updates, always=True))
 

@@ -1,0 +1,514 @@
+"""Tensor cores of GPU targets: `plan.tensorize(indices, mma_shape=..., ...)` (Accera's API) as the
+m16n8k16 fragments of accpy/targets/gpu/mma.py, run by the 32 lanes of a warp.
+
+* The request (`tensor_intrinsic`): Accera's options (mma_shape, num_total_passes,
+  num_fused_passes, scheduling_policy, prologue_op / epilogue_op with their scalars,
+  use_static_offsets) checked against the target's tensor-core table and against what accpy emits
+  (shapes composed of m16n8k16 steps; 32-lane warps); an `MmaIntrinsic` whose `shape` is the
+  extents (m, n, k * passes) the tensorized loops must have exactly.
+* The statement (`check_tensorize`, `matmul_operands`): `C[i, j] += cast(A[i, k]) * cast(B[k, j])`
+  with the products exact in C's type (float16 / bfloat16 -> float32, int8 / uint8 -> int32), as
+  the table has it for the shape.
+* The lowering pass (`tensor_cores`, run for every GPU function right after the caches are
+  placed): each tensorized sub-nest becomes one warp's fragment calls: load C (or SET it), the
+  prologue op, per pass the A and B fragments and an mma step per 16x8 tile of C, the epilogue
+  op, store C. Each lane touches only the elements it owns (native/gpu/accpy_mma.cl.h emulates
+  the warp on OpenCL with barriers; native/gpu/accpy_mma.cuh issues mma.sync). Operands are read
+  where the sub-nest reads them: arrays in global memory or SHARED caches, any strides.
+
+Guarantees: the tiles sit inside every warp-bound loop (one tile per warp); a warp-bound loop has
+no tail (each of its units runs, so every lane of a block reaches the emulation's barriers); no
+other reduction runs inside a warp-bound loop (the 32 lanes would each apply it); the per-warp
+scratch of the emulation is a SHARED array counted against the block's shared memory. Anything
+else is refused with a ValueError naming the loop, statement or option.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ...ir.affine import to_affine
+from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, as_int, idx_op
+from ...ir.kinds import BufferRole, HostMemory, LoopKind
+from ...ir.stmt import Alloc, Evaluate, For, Store, block
+from ...ir.types import ScalarType
+from ...ir.visitor import Mutator, nodes_of, substitute
+from ..library import Intrinsic
+from ..tensor_unit import TensorUnit
+from . import mma
+from .enums import MMAFragmentOp, MMASchedulingPolicy, MMAShape
+
+HEADER = '#include "gpu/accpy_mma.h"'  # each dialect names its file (accpy_mma.cl.h, accpy_mma.cuh)
+WARP_UNITS = ("WARP_X", "WARP_Y")
+LANES = mma.WARP_SIZE
+WORDS = {"a": 8, "b": 4, "c": 4}  # ACCPY_MMA_WORDS_A/B/C: 32-bit words of a fragment
+SCRATCH_BYTES = {"f16": 1536, "bf16": 1536, "s8": 384, "u8": 384}  # ACCPY_MMA_SCRATCH_BYTES_<T>
+_TAGS = {ScalarType.float16: "f16", ScalarType.bfloat16: "bf16", ScalarType.int8: "s8", ScalarType.uint8: "u8"}
+_ACC = {"f16": ScalarType.float32, "bf16": ScalarType.float32, "s8": ScalarType.int32, "u8": ScalarType.int32}
+_OPTIONS = ("intrinsic", "mma_shape", "num_total_passes", "use_static_offsets", "num_fused_passes",
+            "scheduling_policy", "prologue_op", "epilogue_op", "prologue_arg", "epilogue_arg")
+_OP_CALL = {MMAFragmentOp.SET: "set", MMAFragmentOp.SCALE: "scale", MMAFragmentOp.ReLU: "relu",
+            MMAFragmentOp.ReLU_NoConditional: "relu_nc"}
+
+
+# -- the intrinsics the tiles call (both dialects: the same names in accpy_mma.cl.h / .cuh) --------
+def _intrinsics() -> tuple:
+    out = [Intrinsic("gpu.mma.lane", (), "accpy_mma_lane()", header=HEADER, doc="this lane of the warp"),
+           Intrinsic("gpu.mma.warp", (), "accpy_mma_warp()", header=HEADER, doc="this warp of the block")]
+    for t in _TAGS.values():
+        for space in ("global", "local"):
+            for role in "abc":
+                out.append(Intrinsic(f"gpu.mma.load_{role}_{t}_{space}", ("frag", "base", "rs", "cs", "lane"),
+                                     f"accpy_mma_tile_load_{role}_{t}_{space}({{frag}}, {{base}}, {{rs}}, {{cs}}, "
+                                     f"{{lane}})", pointer_params=("frag", "base"), read_only=("base",),
+                                     header=HEADER, doc=f"the {role.upper()} fragment of a tile"))
+            out.append(Intrinsic(f"gpu.mma.store_c_{t}_{space}", ("frag", "base", "rs", "cs", "lane"),
+                                 f"accpy_mma_tile_store_c_{t}_{space}({{frag}}, {{base}}, {{rs}}, {{cs}}, {{lane}})",
+                                 pointer_params=("frag", "base"), read_only=("frag",), header=HEADER,
+                                 doc="the C fragment stored to its tile"))
+        out.append(Intrinsic(f"gpu.mma.sync_{t}", ("d", "a", "b", "scratch", "warp", "lane"),
+                             f"accpy_mma_tile_sync_{t}({{d}}, {{a}}, {{b}}, {{scratch}}, {{warp}}, {{lane}})",
+                             pointer_params=("d", "a", "b", "scratch"), read_only=("a", "b"), header=HEADER,
+                             doc="D = A @ B + D, one m16n8k16 step of the warp"))
+        for op in ("set", "scale"):
+            out.append(Intrinsic(f"gpu.mma.{op}_c_{t}", ("frag", "value"), f"accpy_mma_tile_{op}_c_{t}({{frag}}, "
+                                 f"{{value}})", pointer_params=("frag",), header=HEADER))
+        for op in ("relu", "relu_nc"):
+            out.append(Intrinsic(f"gpu.mma.{op}_c_{t}", ("frag",), f"accpy_mma_tile_{op}_c_{t}({{frag}})",
+                                 pointer_params=("frag",), header=HEADER))
+    return tuple(out)
+
+
+INTRINSICS = _intrinsics()
+
+
+# -- the request ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MmaIntrinsic:
+    """One `plan.tensorize` call on a GPU: Accera's options, checked. `shape` is (m, n, k * passes),
+    the extents the tensorized loops must have (`exact`)."""
+
+    mma_shape: MMAShape
+    passes: int = 1
+    fused: Optional[int] = None
+    policy: MMASchedulingPolicy = MMASchedulingPolicy.PASS_ORDER
+    prologue: MMAFragmentOp = MMAFragmentOp.NONE
+    prologue_arg: Optional[float] = None
+    epilogue: MMAFragmentOp = MMAFragmentOp.NONE
+    epilogue_arg: Optional[float] = None
+    static_offsets: bool = False  # Accera's offset maps in constant memory; accpy computes offsets inline
+    exact: bool = field(default=True, init=False)
+
+    @property
+    def name(self) -> str:
+        return f"MMAShape.{self.mma_shape.name} x {self.passes} pass(es)"
+
+    @property
+    def shape(self) -> tuple:
+        return self.mma_shape.m, self.mma_shape.n, self.mma_shape.k * self.passes
+
+    @property
+    def group(self) -> int:
+        """Passes whose fragments are loaded together (num_fused_passes; None: all)."""
+        return self.fused or self.passes
+
+
+def _enum(value, enum, what: str):
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str) and value in enum.__members__:
+        return enum[value]
+    raise ValueError(f"tensorize: {what}: expected an acc.{enum.__name__} (one of {', '.join(enum.__members__)}), "
+                     f"got {value!r}")
+
+
+def _scalar(op: MMAFragmentOp, arg, what: str):
+    if op.needs_scalar:
+        if isinstance(arg, bool) or not isinstance(arg, (int, float)):
+            raise ValueError(f"tensorize: {what}_op=MMAFragmentOp.{op.name} needs its scalar: {what}_arg=<a number>, "
+                             f"got {arg!r}")
+        return arg
+    if arg is not None:
+        raise ValueError(f"tensorize: {what}_arg={arg!r} is given, but {what}_op=MMAFragmentOp.{op.name} takes no "
+                         f"scalar (SET and SCALE do)")
+    return None
+
+
+def parse_options(spec) -> MmaIntrinsic:
+    """An `MmaIntrinsic` from `plan.tensorize`'s arguments: None (M16xN16xK16_B1), an MMAShape, or a
+    dict of Accera's keyword arguments. ValueError naming an unknown or bad option."""
+    if isinstance(spec, MmaIntrinsic):
+        return spec
+    opts = dict(spec) if isinstance(spec, dict) else {"intrinsic": spec}
+    unknown = sorted(set(opts) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"tensorize: unknown option(s) {', '.join(unknown)} for GPU tensor cores; expected "
+                         f"{', '.join(_OPTIONS[1:])}")
+    shape, positional = opts.get("mma_shape"), opts.get("intrinsic")
+    if shape is not None and positional is not None:
+        raise ValueError(f"tensorize: the MMA shape is given twice ({positional!r} and mma_shape={shape!r})")
+    shape = _enum(shape if shape is not None else positional if positional is not None else
+                  MMAShape.M16xN16xK16_B1, MMAShape, "mma_shape")
+    passes = opts.get("num_total_passes", 1)
+    if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+        raise ValueError(f"tensorize: num_total_passes: expected an int >= 1, got {passes!r}")
+    fused = opts.get("num_fused_passes")
+    if fused == -1:
+        fused = None
+    if fused is not None and (isinstance(fused, bool) or not isinstance(fused, int) or fused < 1 or passes % fused):
+        raise ValueError(f"tensorize: num_fused_passes: expected None or an int >= 1 dividing num_total_passes "
+                         f"({passes}), got {fused!r}")
+    pro = _enum(opts.get("prologue_op") or MMAFragmentOp.NONE, MMAFragmentOp, "prologue_op")
+    epi = _enum(opts.get("epilogue_op") or MMAFragmentOp.NONE, MMAFragmentOp, "epilogue_op")
+    return MmaIntrinsic(shape, passes, fused,
+                        _enum(opts.get("scheduling_policy") or MMASchedulingPolicy.PASS_ORDER, MMASchedulingPolicy,
+                              "scheduling_policy"),
+                        pro, _scalar(pro, opts.get("prologue_arg"), "prologue"),
+                        epi, _scalar(epi, opts.get("epilogue_arg"), "epilogue"),
+                        bool(opts.get("use_static_offsets", False)))
+
+
+# -- the statement -------------------------------------------------------------------------------
+def _operand(e, acc_t):
+    """The Load inside `cast(load, acc_t)`, else None."""
+    if isinstance(e, Cast) and e.dtype is acc_t and isinstance(e.value, Load):
+        return e.value
+    return None
+
+
+def matmul_operands(store, what: str) -> tuple:
+    """(C, A, B loads, input tag "f16" | "bf16" | "s8" | "u8") of `C[..] += cast(A[..]) * cast(B[..])`;
+    ValueError saying what does not match."""
+    expected = ("C[i, j] += acc.cast(A[i, k], T) * acc.cast(B[k, j], T) with A, B float16 or bfloat16 and C, T "
+                "float32, or A, B int8 or uint8 and C, T int32")
+    v = store.value
+    if isinstance(v, Cast) and isinstance(v.value, BinOp) and v.value.op == "mul":
+        raise ValueError(f"{what}: the product is computed in {v.value.dtype.name} and then converted to "
+                         f"{v.dtype.name}; tensor cores multiply exactly in {store.buffer.dtype.name}: write {expected}")
+    if store.reduce != "add" or not isinstance(v, BinOp) or v.op != "mul":
+        raise ValueError(f"{what}: the statement into {store.buffer.name} is not a sum of products; tensor cores "
+                         f"compute {expected}")
+    acc_t = store.buffer.dtype
+    a, b = _operand(v.a, acc_t), _operand(v.b, acc_t)
+    if a is None or b is None:
+        raise ValueError(f"{what}: the operands must be array elements converted to {acc_t.name}: {expected}")
+    if a.buffer.dtype is not b.buffer.dtype or a.buffer.dtype not in _TAGS:
+        raise ValueError(f"{what}: {a.buffer.name} is {a.buffer.dtype.name} and {b.buffer.name} "
+                         f"{b.buffer.dtype.name}; tensor cores take two float16, bfloat16, int8 or uint8 operands")
+    tag = _TAGS[a.buffer.dtype]
+    if acc_t is not _ACC[tag]:
+        raise ValueError(f"{what}: {store.buffer.name} is {acc_t.name}; {a.buffer.dtype.name} operands accumulate "
+                         f"in {_ACC[tag].name} in accpy's tensor cores")
+    return Load(store.buffer, store.indices), a, b, tag
+
+
+
+class GpuTensorUnit(TensorUnit):
+    """The tensor cores of a GPU target (`target` None: of any GPU), bound to one request's options
+    (`intrinsic`) once `for_intrinsic` made it so."""
+
+    name = "GPU tensor cores"
+
+    def __init__(self, target=None, intrinsic: Optional[MmaIntrinsic] = None):
+        self.target, self.intrinsic = target, intrinsic
+
+    def __eq__(self, other):
+        return isinstance(other, GpuTensorUnit) and (self.target, self.intrinsic) == (other.target, other.intrinsic)
+
+    def __hash__(self):
+        return hash((GpuTensorUnit, self.intrinsic))
+
+    def _table(self):
+        return getattr(self.target, "tensor_core_info", None) if self.target is not None else None
+
+    def tensor_intrinsic(self, spec):
+        table = self._table()
+        if self.target is not None and not table:
+            if spec is None:
+                return None
+            raise ValueError(f"tensorize: target {self.target.name} has no tensor cores (its tensor_core_info is "
+                             f"empty)")
+        intr = parse_options(spec)
+        warp = getattr(self.target, "warp_size", LANES) if self.target is not None else LANES
+        if warp != LANES:
+            raise ValueError(f"tensorize: target {self.target.name} runs warps of {warp} lanes; accpy's tensor tiles "
+                             f"are NVIDIA's m16n8k16 fragments of {LANES}-lane warps")
+        if intr.mma_shape.name not in mma.SHAPES or intr.mma_shape is MMAShape.M8xN32xK16_B1:
+            raise ValueError(f"tensorize: mma_shape=MMAShape.{intr.mma_shape.name}: accpy emits M16xN16xK16_B1 and "
+                             f"M32xN8xK16_B1 (as m16n8k16 steps)")
+        if table is not None and intr.mma_shape not in {e.shape for e in table.entries}:
+            have = ", ".join(dict.fromkeys(e.shape.name for e in table.entries))
+            raise ValueError(f"tensorize: target {self.target.name} has no tensor-core shape "
+                             f"{intr.mma_shape.name}; it has {have}")
+        return intr
+
+    def for_intrinsic(self, intrinsic):
+        return GpuTensorUnit(self.target, intrinsic)
+
+    def check_tensorize(self, store, what: str) -> None:
+        _, a, _, tag = matmul_operands(store, what)
+        table, intr = self._table(), self.intrinsic
+        if table is None or intr is None:
+            return
+        in_t, out_t = a.buffer.dtype, store.buffer.dtype
+        if not table.supports(in_t, out_t, intr.mma_shape, intr.passes, intr.fused):
+            have = ", ".join(f"{i.name}->{o.name}" for i, o in table.types(intr.mma_shape))
+            raise ValueError(f"{what}: target {self.target.name}'s tensor cores have no {in_t.name} -> "
+                             f"{out_t.name} in MMAShape.{intr.mma_shape.name}; they take {have}")
+
+
+def is_bound_unit(unit) -> bool:
+    """Whether `unit` (a tensorize request's) is a GPU tensor-core unit bound to its options."""
+    return isinstance(unit, GpuTensorUnit) and unit.intrinsic is not None
+
+
+# -- lowering: sub-nests -> fragment calls ---------------------------------------------------------
+def _evaluate(fn: str, *args):
+    return Evaluate(Call(fn, tuple(args), ScalarType.int32))
+
+
+def _ptr(buf) -> Load:
+    return Load(buf, tuple(Const(0) for _ in buf.shape))
+
+
+def _stride(load: Load, var) -> object:
+    """The element distance of one step of `var` in `load` (an index expression), None if it is not
+    affine in `var`."""
+    total = Const(0)
+    for ix, st in zip(load.indices, load.buffer.strides):
+        a = to_affine(ix)
+        if a is None:
+            return None
+        c = a.coef(var)
+        if c:
+            total = idx_op("add", total, idx_op("mul", Const(c), st))
+    return total
+
+
+@dataclass
+class _Context:
+    """What building a function's tiles shares: the scratch per input type, fragment numbering."""
+
+    warps: int
+    scratch: dict = field(default_factory=dict)
+    count: int = 0
+
+    def scratch_of(self, tag: str) -> Buffer:
+        if tag not in self.scratch:
+            words = self.warps * SCRATCH_BYTES[tag] // 4
+            self.scratch[tag] = Buffer(f"mma_scratch_{tag}", ScalarType.uint32, (Const(words),), (Const(1),),
+                                       role=BufferRole.CACHE, memory=HostMemory.SHARED)
+        return self.scratch[tag]
+
+    def fragment(self, role: str) -> Buffer:
+        self.count += 1
+        return Buffer(f"frag_{role}{self.count}", ScalarType.uint32, (Const(WORDS[role]),), (Const(1),),
+                      role=BufferRole.CACHE, memory=HostMemory.LOCAL)
+
+
+class _Tile:
+    """One tensorized sub-nest as a warp's calls."""
+
+    def __init__(self, loops, store, roles, unit, ctx: _Context, what: str):
+        self.intr, self.ctx, self.what, self.roles = unit.intrinsic, ctx, what, roles
+        self._check_loops(loops)
+        unit.check_tensorize(store, what)
+        self.c, self.a, self.b, self.tag = matmul_operands(store, what)
+        i, j, k = roles
+        self.layout = {"a": self._layout(self.a, i, k, j), "b": self._layout(self.b, k, j, i),
+                       "c": self._layout(self.c, i, j, k)}
+        self.lane = Call("gpu.mma.lane", (), ScalarType.uint32)
+        self.warp = Call("gpu.mma.warp", (), ScalarType.uint32)
+        self.frags: list = []
+
+    def _check_loops(self, loops) -> None:
+        got = {f.var for f in loops}
+        if got != set(self.roles):
+            missing = ", ".join(v.name for v in self.roles if v not in got)
+            raise ValueError(f"{self.what}: the loops of {missing} are not around the statement; the tensorized "
+                             f"loops must be the innermost three, around one statement")
+        for f in loops:
+            size = self.intr.shape[self.roles.index(f.var)]
+            lo, hi = as_int(f.lo), as_int(f.hi)
+            if lo != 0 or hi != size:
+                shown = f"[{lo}, {hi})" if lo is not None and hi is not None else "a range known at run time"
+                raise ValueError(f"{self.what}: the loop of {f.var.name} runs {shown}; {self.intr.name} needs "
+                                 f"exactly [0, {size}) in every tile (choose splits that divide the sizes)")
+
+    def _layout(self, load: Load, row, col, other) -> tuple:
+        """(row stride, column stride) of an operand in the tile; ValueError if it moves with `other`."""
+        name = load.buffer.name
+        if load.buffer.group > 1 or load.buffer.panel > 1:
+            raise ValueError(f"{self.what}: {name} is kept in a grouped or panel layout; tensor tiles read "
+                             f"plain strided arrays")
+        rs, cs, bad = _stride(load, row), _stride(load, col), _stride(load, other)
+        if rs is None or cs is None or bad is None or as_int(bad) != 0:
+            raise ValueError(f"{self.what}: {name}[{', '.join(map(str, load.indices))}] is not an operand of "
+                             f"C[i, j] += A[i, k] * B[k, j] over ({', '.join(v.name for v in self.roles)})")
+        return rs, cs
+
+    def _base(self, load: Load, **at) -> Load:
+        i, j, k = self.roles
+        return substitute(load, {i: Const(at.get("i", 0)), j: Const(at.get("j", 0)), k: Const(at.get("k", 0))})
+
+    def _new(self, role: str) -> Buffer:
+        buf = self.ctx.fragment(role)
+        self.frags.append(buf)
+        return buf
+
+    def _space(self, load: Load) -> str:
+        return "local" if load.buffer.memory == HostMemory.SHARED else "global"
+
+    def _load(self, role: str, frag, load: Load, **at):
+        rs, cs = self.layout[role]
+        return _evaluate(f"gpu.mma.load_{role}_{self.tag}_{self._space(load)}", _ptr(frag), self._base(load, **at),
+                         rs, cs, self.lane)
+
+    def _op(self, op: MMAFragmentOp, arg, frag):
+        if op is MMAFragmentOp.NONE:
+            return None
+        name = f"gpu.mma.{_OP_CALL[op]}_c_{self.tag}"
+        if op.needs_scalar:
+            return _evaluate(name, _ptr(frag), Const(arg, _ACC[self.tag]))
+        return _evaluate(name, _ptr(frag))
+
+    def _c_in(self, frag, m0, n0):
+        intr = self.intr
+        first = (self._op(intr.prologue, intr.prologue_arg, frag) if intr.prologue is MMAFragmentOp.SET else
+                 block(self._load("c", frag, self.c, i=m0, j=n0), self._op(intr.prologue, intr.prologue_arg, frag)))
+        return first
+
+    def _c_out(self, frag, m0, n0):
+        rs, cs = self.layout["c"]
+        store = _evaluate(f"gpu.mma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
+                          self._base(self.c, i=m0, j=n0), rs, cs, self.lane)
+        return block(self._op(self.intr.epilogue, self.intr.epilogue_arg, frag), store)
+
+    def _sync(self, d, a, b):
+        return _evaluate(f"gpu.mma.sync_{self.tag}", _ptr(d), _ptr(a), _ptr(b), _ptr(self.ctx.scratch_of(self.tag)),
+                         self.warp, self.lane)
+
+    def stmt(self):
+        """The tile's statements, its fragments allocated around them."""
+        intr = self.intr
+        steps = mma.steps(intr.mma_shape, intr.passes)
+        tiles = list(dict.fromkeys((s.m0, s.n0) for s in steps))
+        kstep = intr.mma_shape.k
+        body = (self._block_order(tiles, kstep) if intr.policy is MMASchedulingPolicy.BLOCK_ORDER
+                else self._pass_order(tiles, kstep))
+        for frag in reversed(self.frags):
+            body = Alloc(frag, body, zero=False)
+        return body
+
+    def _pass_order(self, tiles, kstep):
+        intr = self.intr
+        c = {t: self._new("c") for t in tiles}
+        out = [self._c_in(c[t], *t) for t in tiles]
+        rows, cols = sorted({m for m, _ in tiles}), sorted({n for _, n in tiles})
+        a = {(q, m): self._new("a") for q in range(intr.group) for m in rows}
+        b = {(q, n): self._new("b") for q in range(intr.group) for n in cols}
+        for g in range(0, intr.passes, intr.group):
+            for q in range(intr.group):
+                k0 = (g + q) * kstep
+                out += [self._load("a", a[q, m], self.a, i=m, k=k0) for m in rows]
+                out += [self._load("b", b[q, n], self.b, k=k0, j=n) for n in cols]
+            for q in range(intr.group):
+                out += [self._sync(c[m, n], a[q, m], b[q, n]) for m, n in tiles]
+        out += [self._c_out(c[t], *t) for t in tiles]
+        return block(*out)
+
+    def _block_order(self, tiles, kstep):
+        c, a, b = self._new("c"), self._new("a"), self._new("b")
+        out = []
+        for m, n in tiles:
+            out.append(self._c_in(c, m, n))
+            for p in range(self.intr.passes):
+                out += [self._load("a", a, self.a, i=m, k=p * kstep), self._load("b", b, self.b, k=p * kstep, j=n),
+                        self._sync(c, a, b)]
+            out.append(self._c_out(c, m, n))
+        return block(*out)
+
+
+class _Tensorize(Mutator):
+    """Tensorized sub-nests -> tiles; checks where they and other reductions sit among warp loops."""
+
+    def __init__(self, requests, ctx: _Context, warp_vars: frozenset):
+        self.requests, self.ctx, self.warp_vars = requests, ctx, warp_vars
+        self.inside: list = []  # warp-bound loop vars around the current statement
+
+    def visit_For(self, f: For):
+        for roles, what, unit in self.requests:
+            if f.var in roles:
+                return self._tile(f, roles, what, unit)
+        is_warp = f.kind == LoopKind.BOUND and f.var in self.warp_vars
+        self.inside.append(f.var) if is_warp else None
+        try:
+            return self.generic_visit(f)
+        finally:
+            self.inside.pop() if is_warp else None
+
+    def _tile(self, f: For, roles, what, unit):
+        loops, s = [], f
+        while isinstance(s, For) and s.var in roles:
+            loops.append(s)
+            s = s.body
+        if not isinstance(s, Store):
+            raise ValueError(f"{what}: the tensorized loops must be the innermost three, around one statement; "
+                             f"found {type(s).__name__} inside the loop of {loops[-1].var.name}")
+        missing = self.warp_vars - set(self.inside)
+        if missing:
+            raise ValueError(f"{what}: the tile is not inside the warp-bound loop(s) "
+                             f"{', '.join(sorted(v.name for v in missing))}: every warp would compute it; "
+                             f"order the warp loops above the tensorized ones")
+        return _Tile(loops, s, roles, unit, self.ctx, what).stmt()
+
+    def visit_Store(self, s: Store):
+        if self.inside and s.reduce is not None:
+            raise ValueError(f"the update of {s.buffer.name} inside the warp-bound loop {self.inside[-1].name} is "
+                             f"not tensorized: the 32 lanes of the warp would each apply it; tensorize it or move "
+                             f"it out of the warp loops")
+        return s
+
+
+def _warp_loops_whole(stmt, warp_vars) -> None:
+    """ValueError for a warp-bound loop with a tail (some warps of a block would skip the tiles)."""
+    for f in nodes_of(stmt, For):
+        if f.kind == LoopKind.BOUND and f.var in warp_vars:
+            n, count = as_int(idx_op("sub", f.hi, f.lo)), as_int(f.attr("count"))
+            if n is None or count is None or n != count:
+                raise ValueError(f"the warp-bound loop {f.var.name} runs {n if n is not None else 'a runtime number of'}"
+                                 f" iterations where its warps number {count}: every warp of a block must run "
+                                 f"(the lanes meet at barriers); choose splits that divide the sizes")
+
+
+def tensor_cores(stmt, request, grid):
+    """The GPU library's pass: `stmt` with its tensorized sub-nests as warps' fragment calls (see the
+    module docstring); unchanged for a function without GPU tensorize requests and warp bindings."""
+    requests = [r for r in request.tensorize if is_bound_unit(r[2])]
+    warp_binds = [b for b in request.bindings if b.unit in WARP_UNITS]
+    if not requests:
+        if warp_binds:
+            raise ValueError(f"bind: {', '.join(b.unit for b in warp_binds)}: warps run tensor-core tiles; this "
+                             f"function tensorizes nothing (plan.tensorize(indices, mma_shape=...)), bind threads "
+                             f"(THREAD_X, ...) instead")
+        return stmt
+    threads = [b.unit for b in request.bindings if b.unit.startswith("THREAD_")]
+    if threads or not warp_binds:
+        raise ValueError(f"{requests[0][1]}: a tensorized GPU plan binds the loops above the tensorized ones to "
+                         f"warps (WARP_X, WARP_Y), whose 32 lanes run each tile together"
+                         + (f"; it binds {', '.join(threads)}" if threads else "; none is bound"))
+    warps = 1
+    for b in warp_binds:
+        n = as_int(b.extent)
+        if n is None:
+            raise ValueError(f"bind: {b.unit} takes a number of warps known only at run time; tensor tiles need "
+                             f"a fixed number of warps per block")
+        warps *= n
+    warp_vars = frozenset(v for b in warp_binds for v in b.vars)
+    _warp_loops_whole(stmt, warp_vars)
+    ctx = _Context(warps)
+    stmt = _Tensorize(requests, ctx, warp_vars).visit(stmt)
+    grid.check_shared_memory(request.target, {b.name: warps * SCRATCH_BYTES[t] for t, b in ctx.scratch.items()})
+    for buf in ctx.scratch.values():
+        stmt = Alloc(buf, stmt, zero=False)
+    return stmt
