@@ -135,7 +135,6 @@ class Names:
 
 class CEmitter(VectorEmitter):
     gcc_loop_fence = True  # the empty asm that keeps gcc 12's vectorizer off some loops (below)
-
     def __init__(self, names: Optional[Names] = None, const_prefix: str = ""):
         self.names = names or Names()
         self.const_prefix = const_prefix
