@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import CompileError
+from ...ir.names import check_symbol_name
 from ...paths import cache_dir
 from ..features import Category, Runtime
 from ..grid import DeviceRuntime
@@ -43,12 +44,14 @@ class CompiledRuntime(DeviceRuntime):
     `launch_template` launches a kernel (keys: kernel, args, gx, gy, gz, lx, ly, lz: the launch
     sizes, blocks and threads per block here), `launched` is a C expression, nonzero with the error
     set, that checks the launch (keys: name, a C string, and the sizes); `unit_open` /
-    `unit_close` bracket the device code; `linkage` starts each launcher."""
+    `unit_close` bracket the device code, `unit_head` starts the unit; `linkage` starts each
+    launcher."""
 
     launch_template: str = ""
     launched: str = ""
     unit_open: str = ""
     unit_close: str = ""
+    unit_head: str = ""
     linkage: str = ""
 
 
@@ -62,7 +65,10 @@ CUDA_RUNTIME = CompiledRuntime(
     # the device prelude again, inside the namespace: its guards and macros are the host's until undone
     # (nvcc's #186, a pointless comparison of an unsigned value with 0, and #177, an unused static
     # function: both from the scalar helpers, written for every element type)
-    unit_open=f"#pragma nv_diag_suppress 186\n#pragma nv_diag_suppress 177\nnamespace {DEVICE_NAMESPACE} {{\n"
+    unit_head="#pragma nv_diag_suppress 186\n#pragma nv_diag_suppress 177",
+    # float16 elements are CUDA's __half from here on, in kernels and launchers (nvcc's device code
+    # has no _Float16; the tensor-core helpers read __half)
+    unit_open=f"#include <cuda_fp16.h>\n#define _Float16 __half\nnamespace {DEVICE_NAMESPACE} {{\n"
               f"#undef ACCPY_SCALAR_H\n#undef ACCPY_INLINE\n#undef ACCPY_F32_BITS\n#undef ACCPY_BITS_F32",
     unit_close=f"}}  // namespace {DEVICE_NAMESPACE}",
     linkage='extern "C" ')
@@ -115,7 +121,8 @@ def check_unit(text: str, path: Path, arch: Optional[str]) -> str:
     except CompileError as e:
         lines = sorted({line for line, _, _ in getattr(e, "lines", ())})
         where = f" at line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}" if lines else ""
-        raise CompileError(f"nvcc rejected {path}{where} (kept there): {e}") from None
+        messages = str(e).replace("kernel.cu", path.name)  # (compile_cuda's name for the file)
+        raise CompileError(f"nvcc rejected {path}{where} (kept there): {messages}") from None
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     return f"{path.name}: compiled by nvcc for {arch} in {time.perf_counter() - start:.1f} s"
@@ -124,9 +131,11 @@ def check_unit(text: str, path: Path, arch: Optional[str]) -> str:
 def cuda_source(plan, args, name: str = "kernel") -> str:
     """The whole .cu text for one function: `plan` lowered with `args` (its arguments, as given
     to Package.add), its kernel in CUDA C and its host launcher `extern "C" void <name>(...)`, and
-    `<name>_last_error`. ValueError when the plan's target has no GPU grid."""
+    `<name>_last_error`. ValueError when the plan's target is no GPU or `name` cannot name a C (or
+    C++) function."""
     from ...package.launch import device_unit_source  # FACADE: the package layer writes the unit
 
+    check_symbol_name(name, "name")
     if getattr(plan.target, "category", None) is not Category.GPU:
         raise ValueError(f"cuda_source: the plan's target {plan.target.name} is not a GPU target")
     return device_unit_source(name, [plan.lower(name, args)], CUDA_GRID)
