@@ -40,6 +40,7 @@ FACADES = {
     # plan.vectorize(): the vector operations its lanes need, found as the vectorizer finds them
     ("accpy.plan.plan", "_vectorize", "accpy.lower.vector_check"),
     ("accpy.plan.plan", "emit_c", "accpy.codegen.c"),  # plan.emit_c()
+    ("accpy.targets.gpu.cuda", "cuda_source", "accpy.package.launch"),  # cuda_source(plan, args): a .cu's text
 }
 
 NEUTRAL = ("lower", "codegen", "plan", "package", "ir", "testing", "tune")

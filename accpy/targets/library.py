@@ -194,6 +194,12 @@ class TargetLibrary:
         """The global C symbols `package_exports` defines: {symbol: what it is}."""
         return {}
 
+    def companion_grids(self, target) -> tuple:
+        """Grids whose units a package for `target` writes beside its C (e.g. its kernels in a
+        second dialect, package/launch.py's `companion_units`), each checked by its grid's
+        `check_unit` when the package is built."""
+        return ()
+
     def runtime_methods(self) -> dict:
         """Methods a loaded package gains: {name: function(loaded package) -> result}."""
         return {}

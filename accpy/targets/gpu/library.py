@@ -1,11 +1,12 @@
 """The GPU target library: a GPU target's grid (plan.bind), its kernels' dialects and host runtime.
 Kernels are written in OpenCL C and run through the OpenCL runtime from a package (any OpenCL
 device: PoCL on a CPU, a GPU's own OpenCL driver); the same IR gives CUDA C for nvcc
-(accpy.targets.gpu.source)."""
+(accpy.targets.gpu.cuda: a package for a CUDA target also writes <name>.cu)."""
 from __future__ import annotations
 
 from ..features import Category
 from ..library import LibraryPass, TargetLibrary
+from .cuda import companion_grids
 from .grid import GpuGrid
 from .shared import atomic_updates, cooperative_copies
 from .tensor import INTRINSICS, GpuTensorUnit, tensor_cores
@@ -25,6 +26,11 @@ class GpuLibrary(TargetLibrary):
 
     def tensor_unit(self, target):
         return GpuTensorUnit(target)
+
+    def companion_grids(self, target) -> tuple:
+        # a CUDA target's packages also write their kernels in CUDA C (<name>.cu; nvcc checks it
+        # when ACCPY_CUDA_CHECK=1)
+        return companion_grids(target)
 
     def lowering_passes(self) -> tuple:
         # tensorized sub-nests as warps' fragment calls, once the caches they may read are placed

@@ -181,7 +181,7 @@ def test_packages_of_other_targets_write_no_unit(tmp_path, monkeypatch):
 def test_the_check_is_skipped_with_a_note(tmp_path, monkeypatch):
     path = tmp_path / "p.cu"
     monkeypatch.setenv(cuda.CHECK_VARIABLE, "0")
-    assert cuda.check_unit("not C at all", path, "sm_80") == "p.cu: not compiled (ACCPY_CUDA_CHECK=0)"
+    assert cuda.check_unit("not C at all", path, "sm_80") == "p.cu: not compiled (set ACCPY_CUDA_CHECK=1 to check it with nvcc)"
     monkeypatch.setenv(cuda.CHECK_VARIABLE, "1")
     assert "no CUDA architecture" in cuda.check_unit("not C at all", path, None)
     monkeypatch.setenv("ACCPY_NVCC", str(tmp_path / "nvcc"))  # (an nvcc that does not exist: none usable)
