@@ -18,6 +18,7 @@ from ..nest.nest import Nest
 from ..plan.plan import Plan
 from ..schedule.schedule import Schedule
 from ..targets import Target
+from ..targets.library import grid_for
 from ._deps import hypothesis_strategies
 from .choices import HypothesisChooser, draw_transform, weighted_kinds
 
@@ -141,7 +142,7 @@ def apply_transform(schedule, transform: Optional[tuple]) -> bool:
 # -- plans ------------------------------------------------------------------------------------
 
 def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True, parallelize: bool = True,
-          caches: int = 2, max_unroll: int = 16):
+          caches: int = 2, max_unroll: int = 16, bind: bool = True):
     """A hypothesis strategy of legal plans of `schedule` (an acc.Schedule, or a strategy of them).
 
     Each example is a plan of a copy of the schedule on `target` (default: this machine) with
@@ -150,11 +151,24 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
     two threads race), and up to `caches` caches of the arrays the logic reads or writes, at
     random indices, layouts and (sometimes) triggers and column panels (then nothing is
     vectorized). Calls accpy refuses are skipped.
+
+    On a target with a grid (`plan.bind`: blocks and threads; `targets.library.grid_for`), and
+    with `bind` (the default), most examples first bind loops to the grid's units, level by
+    level in the schedule's order (e.g. some loops to blocks, then some later ones to threads),
+    a loop or a tuple of adjacent loops per unit; binds accpy refuses (a loop that carries a
+    dependence, more units than the target allows) are skipped, one unit at a time, so about
+    one example in six binds nothing. Then caches (in the default memory: a copy private to one
+    thread, so only at loops inside every bound loop, triggers too) and unrolls are drawn as
+    above; nothing is vectorized or parallelized there (a grid's loops run at once by `bind`).
+    On other targets `bind` changes nothing: the examples are those drawn without it.
     """
     st = hypothesis_strategies()
 
     target = target if target is not None else Target.HOST
     base = schedule if isinstance(schedule, st.SearchStrategy) else st.just(schedule)
+    grid = grid_for(target) if bind else None
+    if grid is not None:
+        vectorize = parallelize = False
 
     @st.composite
     def draw(d):
@@ -163,18 +177,22 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
         p = s.create_plan(target)
         assert isinstance(p, Plan)
         idx = s.get_indices()
+        if grid is not None:
+            _draw_bind(d, p, idx, grid)
         arrays_ = [a for n in s.nests for a in n._arrays.values()
                    if isinstance(a, Array) and a.role in (Role.INPUT, Role.INPUT_OUTPUT, Role.CONST)]
         arrays_ = list({id(a): a for a in arrays_}.values())
-        for _ in range(d(st.integers(0, caches)) if arrays_ and caches else 0):
+        # (a grid's caches in the default memory are private to a thread: only inside its bound loops)
+        where = _inside_bound(p, idx)
+        for _ in range(d(st.integers(0, caches)) if arrays_ and caches and where else 0):
             try:
-                kw = {"index": d(st.sampled_from(idx))}
+                kw = {"index": d(st.sampled_from(where))}
                 if d(st.booleans()):
                     kw["layout"] = d(st.sampled_from([Array.Layout.FIRST_MAJOR, Array.Layout.LAST_MAJOR]))
                 if d(st.integers(0, 3)) == 0:
-                    pos = idx.index(kw["index"])
+                    pos = where.index(kw["index"])
                     if pos > 0:
-                        kw["trigger_index"] = idx[d(st.integers(0, pos - 1))]
+                        kw["trigger_index"] = where[d(st.integers(0, pos - 1))]
                 if d(st.integers(0, 3)) == 0:
                     kw["panel_width"] = d(st.sampled_from([2, 3, 8, 16]))  # (refused for 1-D arrays)
                 p.cache(d(st.sampled_from(arrays_)), **kw)
@@ -210,6 +228,63 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
         return p
 
     return draw()
+
+
+def _inside_bound(plan, idx: list) -> list:
+    """The loops of `idx` after every loop `plan` binds (all of them when it binds none): where a
+    cache's block (and its trigger) belongs to one unit of the grid."""
+    bound = [idx.index(ix) for ixs, _ in plan.bindings for ix in ixs]
+    return idx[max(bound) + 1:] if bound else idx
+
+
+def _draw_bind(d, plan, idx: list, grid) -> None:
+    """Bind loops of `plan` (schedule order `idx`) to `grid`'s units, drawn by `d`: none in about one
+    example in six; else, for each level of the grid (outermost first), up to one loop or tuple of
+    adjacent loops per unit of the level (at least one in all), among a drawn window of the loops
+    after those drawn for the levels before (the last level's window: all of them). Each unit is
+    bound by its own call, so a refused one (a dependence, a limit) leaves the others."""
+    st = hypothesis_strategies()
+    if d(st.integers(0, 5)) == 5:
+        return
+    start, drawn = 0, 0
+    for n_level, level in enumerate(grid.levels):
+        names = _units_of(grid, level)
+        last = n_level == len(grid.levels) - 1
+        end = len(idx) if last or start >= len(idx) else len(idx) - d(st.integers(1, len(idx) - start))  # (>= 1 left)
+        groups = _draw_groups(d, idx[start:end], len(names), 1 if last and not drawn else 0)
+        for group, name in zip(groups, d(st.permutations(names))):
+            try:
+                plan.bind({group if len(group) > 1 else group[0]: name})
+            except _REFUSED:  # (a LimitError is a ValueError)
+                continue
+        if groups:
+            start, drawn = max(idx.index(g[-1]) for g in groups) + 1, drawn + len(groups)
+
+
+def _units_of(grid, level: str) -> list:
+    """The names of `grid`'s units at `level`, one per axis (x first): the first the grid lists for
+    that axis (a later one is a special kind, e.g. one only tensorized plans may bind)."""
+    first: dict = {}
+    for u in grid.units.values():
+        if u.level == level:
+            first.setdefault(u.axis, u.name)
+    return [first[axis] for axis in sorted(first)]
+
+
+def _draw_groups(d, loops: list, most: int, least: int) -> list:
+    """`least`..`most` disjoint groups of `loops` in their order (none if there are no loops): a loop,
+    or (about one in three where the next loop is free) it and the next one."""
+    st = hypothesis_strategies()
+    if not loops:
+        return []
+    most = min(most, len(loops))
+    count = most - d(st.integers(0, most - least))  # (more groups, more often)
+    picked = sorted(d(st.lists(st.integers(0, len(loops) - 1), min_size=count, max_size=count, unique=True)))
+    groups = []
+    for n, k in enumerate(picked):
+        free = k + 1 < len(loops) and (n + 1 == len(picked) or picked[n + 1] > k + 1)
+        groups.append(tuple(loops[k:k + 2]) if free and d(st.integers(0, 2)) == 2 else (loops[k],))
+    return groups
 
 
 # -- data -------------------------------------------------------------------------------------
