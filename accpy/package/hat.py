@@ -8,8 +8,10 @@ from __future__ import annotations
 import platform
 import re
 
+from ..codegen.device import launch_of
+from ..ir.expr import as_int
 from .signature import KIND_ARRAY, KIND_DIM
-from .sources import declarations, recorded_parameters
+from .sources import declarations, device_grid, recorded_parameters
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -83,6 +85,23 @@ def _arg_table(info) -> dict:
     return t
 
 
+def _launch_entries(pf) -> list:
+    """For a function that runs on a device: its runtime, the kernel it launches and the launch's
+    parameters [gx, gy, gz, bx, by, bz] (blocks, then threads per block; a string where runtime
+    sizes decide), and the kernel's own table (Accera's `device_functions`)."""
+    grid = device_grid(pf.target)
+    if grid is None:
+        return []
+    fn = pf.lowered(f"{pf.name}__impl")
+    blocks, threads = grid.launch_dims({u: as_int(e) for u, e in launch_of(fn).items()})
+    params = [x if x is not None else "runtime" for x in blocks + threads]
+    kernel = f"{fn.name}__kernel"
+    runtime = getattr(pf.target.runtime, "name", str(pf.target.runtime))
+    return [f"runtime = {_s(runtime)}", f"launches = {_s(kernel)}", f"launch_parameters = {_value(params)}",
+            "", f"[device_functions.{kernel}]", f"name = {_s(kernel)}", f"dialect = {_s(grid.dialect.name)}",
+            f"launch_parameters = {_value(params)}"]
+
+
 def hat_text(pkg_name: str, functions, description: dict, library_file: str, static_file: str,
              compiler: str, flags: list, openmp: bool, target, library_record: dict = None,
              allocating=()) -> str:
@@ -112,6 +131,7 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
         out.append("]")
         out.append('return = {name = "", description = "", logical_type = "void", declared_type = "void", '
                    'element_type = "void", usage = "output"}')
+        out += _launch_entries(pf)
         out.append("")
         out.append(f"[functions.{pf.name}.auxiliary.accpy]")
         out.append(f"base_name = {_s(pf.base_name)}")
@@ -125,6 +145,11 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
     out.append("[target.required.CPU]")
     out.append(f"architecture = {_s(target.toolchain.machine)}")
     out.append(f"extensions = {_value(['+' + e for e in target.required_features()])}")
+    if device_grid(target) is not None:
+        out.append("")
+        out.append("[target.required.GPU]")
+        out.append(f"runtime = {_s(getattr(target.runtime, 'name', str(target.runtime)))}")
+        out.append(f"model = {_s(target.name)}")
     out.append("")
     out.append("[target.optimized_for]")
     out.append(f"name = {_s(target.name)}")

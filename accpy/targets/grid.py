@@ -81,6 +81,18 @@ class Grid:
         """LimitError when the shared arrays of one kernel (`arrays`: name -> bytes) do not fit in
         a block's shared memory on `target`."""
 
+    def launch_dims(self, counts: dict) -> tuple:
+        """(blocks per axis, threads per block per axis) of a launch, as Accera's HAT records them
+        ([gx, gy, gz], [bx, by, bz]); `counts` maps each bound unit to the number of its units (an
+        int, or None when it depends on runtime sizes: then that axis is None)."""
+        inner = self.levels[-1]
+        dims = [[1, 1, 1], [1, 1, 1]]
+        for name, n in counts.items():
+            u = self.units[name]
+            k = 1 if u.level == inner else 0
+            dims[k][u.axis] = None if n is None or dims[k][u.axis] is None else dims[k][u.axis] * n
+        return tuple(dims[0]), tuple(dims[1])
+
     def launch_limits(self, target) -> Optional[dict]:
         """The limits `check` applies, for messages and the package's record (None: no limits)."""
         return None

@@ -213,3 +213,20 @@ def test_reductions_without_an_atomic_are_refused():
         plan = s.create_plan(A100)
         with pytest.raises(ScheduleError, match=rf"elements of S together .*{op}.* no atomic|race on S"):
             plan.bind({i: A100.GridUnit.BLOCK_X, jj: A100.GridUnit.THREAD_X})
+
+
+def test_the_hat_records_the_launch_and_the_device_function(tmp_path):
+    import tomllib
+
+    plan, args, _ = tiled_plan(70, 45, 33, bm=16, bn=8)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="mm")
+    pkg.build("hat_gpu", output_dir=str(tmp_path), format=acc.Package.Format.HAT_SOURCE)
+    toml = (tmp_path / "hat_gpu.hat").read_text().split("#ifdef TOML")[1].split("[declaration]")[0]
+    hat = tomllib.loads(toml)
+    (fn,) = hat["functions"].values()
+    # 45 columns in blocks of 8 (x), 70 rows in blocks of 16 (y): [gx, gy, gz, bx, by, bz]
+    assert fn["runtime"] == "CUDA" and fn["launch_parameters"] == [6, 5, 1, 8, 16, 1]
+    kernel = hat["device_functions"][fn["launches"]]
+    assert kernel["launch_parameters"] == [6, 5, 1, 8, 16, 1] and kernel["dialect"] == "OpenCL C"
+    assert hat["target"]["required"]["GPU"] == {"runtime": "CUDA", "model": "NVidia A100"}
