@@ -470,15 +470,23 @@ class _Tensorize(Mutator):
         return s
 
 
-def _warp_loops_whole(stmt, warp_vars) -> None:
-    """ValueError for a warp-bound loop with a tail (some warps of a block would skip the tiles)."""
-    for f in nodes_of(stmt, For):
-        if f.kind == LoopKind.BOUND and f.var in warp_vars:
-            n, count = as_int(idx_op("sub", f.hi, f.lo)), as_int(f.attr("count"))
-            if n is None or count is None or n != count:
-                raise ValueError(f"the warp-bound loop {f.var.name} runs {n if n is not None else 'a runtime number of'}"
-                                 f" iterations where its warps number {count}: every warp of a block must run "
-                                 f"(the lanes meet at barriers); choose splits that divide the sizes")
+class _WholeWarps(Mutator):
+    """Warp-bound loops without their guard (`v < hi` holds for every warp); ValueError for one with a
+    tail (some warps of a block would skip the tiles, whose lanes meet at barriers)."""
+
+    def __init__(self, warp_vars):
+        self.warp_vars = warp_vars
+
+    def visit_For(self, f: For):
+        f = self.generic_visit(f)
+        if f.kind != LoopKind.BOUND or f.var not in self.warp_vars:
+            return f
+        n, count = as_int(idx_op("sub", f.hi, f.lo)), as_int(f.attr("count"))
+        if n is None or count is None or n != count:
+            raise ValueError(f"the warp-bound loop {f.var.name} runs {n if n is not None else 'a runtime number of'}"
+                             f" iterations where its warps number {count}: every warp of a block must run "
+                             f"(the lanes meet at barriers); choose splits that divide the sizes")
+        return For(f.var, f.lo, f.hi, f.body, f.kind, f.attrs + (("guard", False),))
 
 
 def tensor_cores(stmt, request, grid):
@@ -505,7 +513,7 @@ def tensor_cores(stmt, request, grid):
                              f"a fixed number of warps per block")
         warps *= n
     warp_vars = frozenset(v for b in warp_binds for v in b.vars)
-    _warp_loops_whole(stmt, warp_vars)
+    stmt = _WholeWarps(warp_vars).visit(stmt)
     ctx = _Context(warps)
     stmt = _Tensorize(requests, ctx, warp_vars).visit(stmt)
     grid.check_shared_memory(request.target, {b.name: warps * SCRATCH_BYTES[t] for t, b in ctx.scratch.items()})
