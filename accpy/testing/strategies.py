@@ -155,18 +155,21 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
     On a target with a grid (`plan.bind`: blocks and threads; `targets.library.grid_for`), and
     with `bind` (the default), most examples first bind loops to the grid's units, level by
     level in the schedule's order (e.g. some loops to blocks, then some later ones to threads),
-    a loop or a tuple of adjacent loops per unit; binds accpy refuses (a loop that carries a
-    dependence, more units than the target allows) are skipped, one unit at a time, so about
-    one example in six binds nothing. Then caches (in the default memory: a copy private to one
+    a loop or a tuple of adjacent loops per unit (one unit per axis and level: the first the grid
+    lists, so not units that only tensorized plans bind); binds accpy refuses (a loop that
+    carries a dependence, more units than the target allows) are skipped, one unit at a time.
+    About one example in six draws no bind. Then caches (in the default memory: a copy private to one
     thread, so only at loops inside every bound loop, triggers too) and unrolls are drawn as
-    above; nothing is vectorized or parallelized there (a grid's loops run at once by `bind`).
-    On other targets `bind` changes nothing: the examples are those drawn without it.
+    above. Nothing is vectorized or parallelized on such a target, with or without `bind` (its
+    loops run at once by `bind`: `vectorize` is refused there, and `parallelize`, accepted,
+    would only write an OpenMP pragma into the kernel, where nothing reads it). On other
+    targets `bind` changes nothing: the examples are those drawn without it.
     """
     st = hypothesis_strategies()
 
     target = target if target is not None else Target.HOST
     base = schedule if isinstance(schedule, st.SearchStrategy) else st.just(schedule)
-    grid = grid_for(target) if bind else None
+    grid = grid_for(target)
     if grid is not None:
         vectorize = parallelize = False
 
@@ -177,7 +180,7 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
         p = s.create_plan(target)
         assert isinstance(p, Plan)
         idx = s.get_indices()
-        if grid is not None:
+        if grid is not None and bind:
             _draw_bind(d, p, idx, grid)
         arrays_ = [a for n in s.nests for a in n._arrays.values()
                    if isinstance(a, Array) and a.role in (Role.INPUT, Role.INPUT_OUTPUT, Role.CONST)]

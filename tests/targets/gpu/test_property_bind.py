@@ -173,3 +173,43 @@ def test_bound_plans_of_fixed_size_nests_match_the_reference(needs_opencl, tmp_p
 
 def test_bound_plans_of_runtime_size_nests_match_the_reference(needs_opencl, tmp_path):
     _run(tmp_path, RUNTIME, batches=2, min_run=40, min_bound=0.6)
+
+
+def test_what_plans_draws_on_a_gpu_target():
+    """No device needed: binds in level order (some tuples, some of blocks and of threads), caches
+    only inside every bound loop, nothing vectorized or parallelized; bind=False binds nothing."""
+    drawn, unbound = [], []
+
+    @settings(max_examples=80, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(c=cases(NESTS))
+    def draw(c):
+        drawn.append(c.plan)
+
+    draw()
+    for plan in drawn:
+        order = plan.schedule.get_indices()
+        where = [(order.index(ix), u) for ixs, u in plan.bindings for ix in ixs]
+        blocks = [k for k, u in where if u.startswith("BLOCK")]
+        threads = [k for k, u in where if u.startswith("THREAD")]
+        assert len(where) == len(blocks) + len(threads) and max(blocks, default=-1) < min(threads, default=99)
+        for c in plan.caches:
+            for ix in (c.index, c.trigger_index):
+                assert ix is None or order.index(ix) > max((k for k, _ in where), default=-1), plan
+        assert plan._parallel is None and all(k != "vectorized" for _, k in plan._kinds)
+    units = [u for p in drawn for _, u in p.bindings]
+    assert sum(bool(p.bindings) for p in drawn) >= 0.6 * len(drawn)
+    assert any(u.startswith("BLOCK") for u in units) and any(u.startswith("THREAD") for u in units)
+    assert any(len(ixs) > 1 for p in drawn for ixs, _ in p.bindings)
+    assert sum(bool(p.caches) for p in drawn) >= 5
+
+    nest, _ = NESTS["matmul f32"]
+
+    @settings(max_examples=20, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(plan=at.plans(at.schedules(nest), target=TARGETS[0], bind=False))
+    def draw_unbound(plan):
+        unbound.append(plan)
+
+    draw_unbound()
+    assert unbound and not any(p.bindings or p._parallel for p in unbound)
