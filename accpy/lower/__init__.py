@@ -97,6 +97,11 @@ def _scan(st):
 
 
 def _unswitch(st):
+    if any(c.shared for c in st.request.caches):
+        # a block's shared caches come with barriers that every unit of the block must reach: the
+        # loops keep their guards (no copy of the code per piece, no branches around barriers;
+        # PoCL 3.1 miscompiles barriers in the nested, uniform branches unswitching makes)
+        return st.stmt
     parallel = {v for v, k in st.request.kinds.items() if k in (LoopKind.PARALLEL, LoopKind.BOUND)}
     return unswitch(st.stmt, whole=parallel)
 

@@ -9,10 +9,10 @@ threads' loops. This pass makes those copies cooperative and ordered:
   e mod T (T threads), so consecutive threads copy consecutive elements of the fastest
   dimension (coalesced loads and stores);
 * a barrier follows each run of fills (every thread sees the whole block before using it) and
-  precedes each run of write-backs (every thread has written its part of the cache); a barrier
-  also precedes a fill inside a loop (no thread still reads the previous block when it is
-  refilled) and follows a write-back inside one (the next fill may read what was written back).
-  Adjacent barriers are merged.
+  each run of write-backs, and precedes each run of write-backs (every thread has written its
+  part) and each fill that follows a use of shared memory not yet closed by a barrier (no thread
+  still reads the block being replaced, e.g. an unswitched loop's earlier piece's); a loop whose
+  steps fill shared caches ends each step with a barrier. Adjacent barriers are merged.
 
 Then every thread of a block must reach every barrier: a bound loop around a barrier loses its
 guard (`if (v < hi)`, units past the loop's end), which goes down to the statements between the
@@ -93,16 +93,24 @@ def _barrier():
 
 
 class _Cooperate(Mutator):
+    """Copies of shared caches dealt out to the block's threads, with their barriers. `dirty`: a
+    statement since the last barrier read a shared cache (a fill must wait for it)."""
+
     def __init__(self, threads):
         self.threads = threads
-        self.depth = 0  # serial loops around the current statement (inside the kernel)
+        self.dirty = False
 
     def visit_For(self, f: For):
-        self.depth += f.kind != LoopKind.BOUND
-        try:
-            return self.generic_visit(f)
-        finally:
-            self.depth -= f.kind != LoopKind.BOUND
+        f = self.generic_visit(f)
+        if f.kind == LoopKind.BOUND or _cooperative(f) or not _needs_all(f.body):
+            return f
+        # a loop whose steps fill shared caches ends each step with a barrier: no thread reads a
+        # step's blocks while another already fills the next step's (a barrier at the end of the
+        # body, rather than before the fill: PoCL 3.1 miscompiles a barrier right after a loop
+        # that holds barriers)
+        self.dirty = False
+        body = block(*_merge_barriers(list(_stmts(f.body)) + [_barrier()]))
+        return For(f.var, f.lo, f.hi, body, f.kind, f.attrs)
 
     def visit_Block(self, b: Block):
         out, run, run_kind = [], [], None
@@ -110,11 +118,11 @@ class _Cooperate(Mutator):
         def flush():
             if not run:
                 return
-            if run_kind == "fill" and self.depth or run_kind == "write":
-                out.append(_barrier())  # no thread still reads the block being replaced / all have written
+            if run_kind == "write" or self.dirty:  # all have written / no one still reads the old block
+                out.append(_barrier())
             out.extend(run)
-            if run_kind == "fill" or self.depth:
-                out.append(_barrier())  # the whole block is there / the next fill may read what was written
+            out.append(_barrier())  # the whole block is there / written back
+            self.dirty = False
             run.clear()
 
         for s in b.stmts:
@@ -124,10 +132,29 @@ class _Cooperate(Mutator):
                 run_kind = kind
             if kind is None:
                 out.append(self.visit(s))
+                if _is_barrier(out[-1]) or (_ends_with_barrier(out[-1])):
+                    self.dirty = False
+                if any(_shared(x.buffer) for x in nodes_of(s, Load)) and not _ends_with_barrier(out[-1]):
+                    self.dirty = True
             else:
                 run.append(cooperative(loops, store, self.threads))
         flush()
         return block(*_merge_barriers(out))
+
+
+def _stmts(s) -> tuple:
+    return s.stmts if isinstance(s, Block) else (s,)
+
+
+def _ends_with_barrier(s) -> bool:
+    """Whether every path through `s` ends with a barrier (a loop whose body does)."""
+    if _is_barrier(s):
+        return True
+    if isinstance(s, Block):
+        return bool(s.stmts) and _ends_with_barrier(s.stmts[-1])
+    if isinstance(s, For) and s.kind != LoopKind.BOUND:
+        return _ends_with_barrier(s.body)
+    return False
 
 
 def _is_barrier(s) -> bool:

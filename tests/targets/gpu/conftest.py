@@ -6,6 +6,12 @@ import os
 
 import pytest
 
+# PoCL runs work-groups on several threads at once, and PoCL 3.1 then sometimes gives a wrong tile
+# for kernels whose private arrays live across barriers and are passed to functions (the tensor-core
+# emulation's fragments): with one thread its results are exact and deterministic. Set before any
+# OpenCL call of the test process; the kernels' work-items and work-groups are unchanged.
+os.environ.setdefault("POCL_MAX_PTHREAD_COUNT", "1")
+
 from accpy.targets.gpu import tools
 
 

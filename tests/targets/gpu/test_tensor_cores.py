@@ -21,12 +21,8 @@ F16, BF16, F32 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType
 I8, U8, I32 = acc.ScalarType.int8, acc.ScalarType.uint8, acc.ScalarType.int32
 S16, S32x8 = acc.MMAShape.M16xN16xK16_B1, acc.MMAShape.M32xN8xK16_B1
 SHARED = acc.MemorySpace.SHARED
-# PoCL 3.1's 'loops' work-group method with several pthreads gives a wrong tile now and then (about one
-# run in four of these tests; never with POCL_MAX_PTHREAD_COUNT=1 or the 'loopvec' method): work-groups
-# running at once seem to share the fragments (private arrays live across the emulation's barriers).
-# Not resolved yet: the runs on PoCL are expected to pass, and may not.
-POCL_RACE = pytest.mark.xfail(strict=False, reason="PoCL 'loops' + several pthreads: fragments live across "
-                              "barriers are sometimes shared between work-groups (see POCL_RACE)")
+# (tests/targets/gpu/conftest.py runs PoCL on one thread: with several, PoCL 3.1 sometimes gives a
+# wrong tile for these kernels, whose fragments live across the emulation's barriers)
 
 
 def tc_matmul(M, N, K, ti=F16, to=F32, shape=S16, passes=1, bm=32, bn=32, target=A100, cast=True, order=None,
@@ -76,7 +72,6 @@ def _numpy(t):
     return {F16: np.float16, F32: np.float32, I8: np.int8, U8: np.uint8, I32: np.int32}[t]
 
 
-@POCL_RACE
 # -- results on PoCL --------------------------------------------------------------------------------
 @pytest.mark.parametrize("ti, to", [(F16, F32), (I8, I32)], ids=["f16-f32", "s8-s32"])
 @pytest.mark.parametrize("shape", [S16, S32x8], ids=["M16xN16xK16", "M32xN8xK16"])
@@ -86,14 +81,12 @@ def test_tensorized_matmul_matches_the_reference(needs_opencl, ti, to, shape):
     assert_matches_reference(plan, args, rtol=0 if exact else 1e-5, atol=0 if exact else 1e-3)
 
 
-@POCL_RACE
 def test_operands_from_shared_caches(needs_opencl):
     # A and B blocks of each block of C in shared memory (filled by the block's warps), read by the tiles
     plan, args, _ = tc_matmul(64, 64, 64, I8, I32, shared=True)
     assert_matches_reference(plan, args, rtol=0, atol=0)
 
 
-@POCL_RACE
 def test_two_passes_per_tile(needs_opencl):
     # the k loop of a tile spans 2 x 16: two m16n8k16 steps per 16x8 tile of C, in pass order
     plan, args, ix = tc_matmul(32, 32, 64, F16, F32, passes=2)
@@ -101,7 +94,6 @@ def test_two_passes_per_tile(needs_opencl):
     assert_matches_reference(plan, args, rtol=1e-5, atol=1e-3)
 
 
-@POCL_RACE
 @pytest.mark.parametrize("policy, fused", [("BLOCK_ORDER", None), ("PASS_ORDER", 1)])
 def test_scheduling_policies_give_the_same_result(needs_opencl, policy, fused):
     plan, args, _ = tc_matmul(32, 32, 64, I8, I32, S32x8, passes=2,
@@ -113,7 +105,6 @@ def _run_plan(plan, args, values):
     return run(plan, args, values)
 
 
-@POCL_RACE
 @pytest.mark.parametrize("op, arg, expect", [
     ("ReLU", None, lambda x: np.maximum(x, 0)),
     ("SCALE", 3, lambda x: 3 * x),
@@ -128,7 +119,6 @@ def test_epilogue_ops_on_the_c_fragment(needs_opencl, op, arg, expect):
     np.testing.assert_array_equal(got, want)
 
 
-@POCL_RACE
 def test_prologue_set_clears_c_before_the_product(needs_opencl):
     plan, args, _ = tc_matmul(32, 32, 16, F16, F32, prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
     a, b, c = _data(args)
