@@ -52,6 +52,7 @@ class BatchResult:
     refused: int = 0
     failures: list = field(default_factory=list)
     ran: list = field(default_factory=list)  # the cases run
+    refusals: list = field(default_factory=list)  # the texts of the refusals counted in `refused`
     seconds: dict = field(default_factory=lambda: {"lower": 0.0, "build": 0.0, "run": 0.0})
 
 
@@ -97,13 +98,13 @@ def _compare(case: Case, got: list, want: list) -> str:
 
 
 def _lower(case: Case, name: str):
-    """The case added to a package of its own and lowered (None when accpy refuses it then: a
-    typed ScheduleError or LimitError, e.g. a cache whose block has a runtime size)."""
+    """The case added to a package of its own and lowered; when accpy refuses it then (a typed
+    ScheduleError or LimitError, e.g. a cache whose block has a runtime size), the refusal's text."""
     fn = acc.Package().add(case.plan, args=case.args, base_name=name)
     try:
         fn.lowered(fn.name + "__impl")
-    except REFUSED_WHEN_BUILT:
-        return None
+    except REFUSED_WHEN_BUILT as e:
+        return f"{type(e).__name__}: {e}"
     return fn
 
 
@@ -132,8 +133,9 @@ def check_batch(cases: list, out: Path, name: str) -> BatchResult:
         except Exception:
             result.failures.append(f"lowering raised:\n{traceback.format_exc()}\n{describe(c)}")
             continue
-        if fn is None:
+        if isinstance(fn, str):
             result.refused += 1
+            result.refusals.append(fn)
         else:
             lowered[n] = fn
     live = [(n, cases[n]) for n in lowered]

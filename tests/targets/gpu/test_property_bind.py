@@ -131,6 +131,7 @@ def _run(tmp_path, nests, batches: int, min_run: int, min_bound: float):
     """Check `batches` hypothesis examples of BATCH plans each: none may fail, at least `min_run`
     must have run and a fraction `min_bound` of those must bind a loop. Returns the counts."""
     stats = dict.fromkeys(("batches", "run", "refused", "bound", "threads", "cached", "unrolled"), 0)
+    refusals: set = set()
     seconds = dict.fromkeys(("lower", "build", "run"), 0.0)
     t0 = time.perf_counter()
 
@@ -145,6 +146,7 @@ def _run(tmp_path, nests, batches: int, min_run: int, min_bound: float):
         assert not result.failures, f"{len(result.failures)} of {len(batch)} plans failed:\n\n" + \
             "\n\n".join(result.failures)
         _count(stats, result)
+        refusals.update(r.splitlines()[0][:160] for r in result.refusals)
         for k, v in result.seconds.items():
             seconds[k] += v
 
@@ -153,6 +155,7 @@ def _run(tmp_path, nests, batches: int, min_run: int, min_bound: float):
           f"threads, {stats['cached']} with a cache, {stats['unrolled']} with an unroll; {stats['refused']} refused "
           f"when built) in {stats['batches']} batches, {time.perf_counter() - t0:.1f} s ("
           + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + ")")
+    print("refused when built:" + "".join(f"\n    {r}" for r in sorted(refusals)))
     assert stats["batches"] == batches and stats["run"] + stats["refused"] == batches * BATCH, stats
     assert stats["run"] >= min_run and stats["bound"] >= min_bound * stats["run"], stats
     return stats
