@@ -158,9 +158,9 @@ def plans(schedule, *, target=None, unroll: bool = True, vectorize: bool = True,
     a loop or a tuple of adjacent loops per unit (one unit per axis and level: the first the grid
     lists, so not units that only tensorized plans bind); binds accpy refuses (a loop that
     carries a dependence, more units than the target allows) are skipped, one unit at a time.
-    About one example in six draws no bind. Then caches (in the default memory: a copy private to one
-    thread, so only at loops inside every bound loop, triggers too) and unrolls are drawn as
-    above. Nothing is vectorized or parallelized on such a target, with or without `bind` (its
+    About one example in six draws no bind. Then caches (in the default memory: a copy private
+    to one thread, so only at loops inside every bound loop, triggers too) and unrolls are
+    drawn as above. Nothing is vectorized or parallelized on such a target, with or without `bind` (its
     loops run at once by `bind`: `vectorize` is refused there, and `parallelize`, accepted,
     would only write an OpenMP pragma into the kernel, where nothing reads it). On other
     targets `bind` changes nothing: the examples are those drawn without it.
