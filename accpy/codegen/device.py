@@ -3,8 +3,9 @@
 scalar semantics as host C (the dialect's prelude inlines native/accpy_scalar.h).
 
 A loop bound to a unit of the grid (`For` of kind BOUND, attrs `unit`, `stride`, `count`,
-`units`: see accpy/lower/bind.py) becomes the unit's index, `lo + (id / stride) % count`,
-guarded by `< hi` (units past a loop's end, e.g. in a split's last tile, do nothing). Every
+`units`: see accpy/lower/bind.py) becomes the unit's index, `(id / stride) % count` (a
+schedule's dimensions start at 0), guarded by the loop's range `[lo, hi)` (units outside it,
+e.g. past a split's last tile, do nothing). Every
 other loop runs inside each unit as written. Arrays a kernel allocates live in its private
 memory (a fixed size, at most 64 KiB); a temporary the device cannot hold is refused.
 """
@@ -48,9 +49,12 @@ class DeviceEmitter(CEmitter):
             ix = f"({ix} % {self.expr(count)})"
         v = self.var(s.var)
         self.emit("{", depth)
-        self.emit(f"const int64_t {v} = {self.expr(s.lo)} + {ix};", depth + 1)
+        # the unit's index is the iteration (a schedule's dimensions start at 0); the loop's own range
+        # (which unswitching may have made a hull of pieces) guards it
+        self.emit(f"const int64_t {v} = {ix};", depth + 1)
         if s.attr("guard", True):
-            self.emit(f"if ({v} < {self.expr(s.hi)}) {{", depth + 1)
+            low = "" if getattr(s.lo, "value", None) == 0 else f"{v} >= {self.expr(s.lo)} && "
+            self.emit(f"if ({low}{v} < {self.expr(s.hi)}) {{", depth + 1)
             self.stmt(s.body, depth + 2)
             self.emit("}", depth + 1)
         else:  # (the guard is inside, around the statements between barriers)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..analysis.footprint import (Footprint, blocks_apart, cache_is_private, constant_extreme, footprint,
+from ..analysis.footprint import (Footprint, cache_is_private, constant_extreme, footprint,
                                   loop_constraints, loops_with_context, prod, site_footprints, site_runs, thrifty_skips)
 from ..analysis.polyhedra import ConstraintSet
 from ..errors import ScheduleError
@@ -34,6 +34,7 @@ from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
+from .cache_checks import check_not_spanning_units, check_threads_apart
 from ..targets.library import grouped_block, libraries_for, memory
 from .cache_levels import resolved_level, single_iteration_sites
 from .grouped_copy import grouped_copy
@@ -379,6 +380,7 @@ class _Rewrite(Mutator):
             blk = footprint(f, self.enclosing, info.source, self.symbols, info.across)
             if blk is None:
                 return f
+            check_not_spanning_units(info, f, blk)
             body = _RedirectAccesses(info, blk).visit(f)
             if info.trigger_var is not None or info.deferred:
                 return body  # copies happen at the trigger loop (none: a packed constant)
@@ -449,7 +451,7 @@ class _Rewrite(Mutator):
         info = self.info
         if not blk.writes or info.source.role in (BufferRole.INPUT, BufferRole.CONST) or info.private:
             return []
-        self._check_threads_apart(blk)
+        check_threads_apart(self.info, self.enclosing, blk)
         src = info.source
 
         def body(vs):
@@ -459,21 +461,6 @@ class _Rewrite(Mutator):
             return Store(src, tuple(idx_op("add", lo, v) for lo, v in zip(blk.lo, vs)), val)
 
         return [self._copy_nest(self._exts(blk), body, self._small())]
-
-    def _check_threads_apart(self, blk):
-        """A block written back inside a parallel loop is stored whole, elements this iteration did
-        not write included (e.g. a skewed access's hull): it must not meet another iteration's."""
-        for f in self.enclosing:
-            if not isinstance(f, For) or f.var not in self.info.parallel_vars or f.var in self.info.across:
-                continue  # (the units across which a shared cache spans write its block back together)
-            if blk.ctx is not None and constant_extreme(f.var, blk.ctx, False) == constant_extreme(f.var, blk.ctx, True) \
-                    is not None:
-                continue  # (the site runs for one iteration only: e.g. the tail piece of a parallel loop)
-            if blocks_apart(blk, f.var) is False:
-                raise ScheduleError(f"cache of {self.info.source.name}: the block written back in one iteration "
-                                    f"of the parallel loop {f.var.name} meets the block of another iteration: "
-                                    f"threads would overwrite each other's results; cache at an index outside "
-                                    f"the parallel loop, or one whose blocks the loop keeps apart")
 
     def _multicopy(self, trig: For, inner_body):
         """At each trigger iteration: copy every block the inner sites will use."""

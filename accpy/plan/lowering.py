@@ -104,7 +104,9 @@ def lowering_request(plan, args=None) -> LoweringRequest:
     if plan.parallel is not None:
         _, policy, threads = plan.parallel
         parallel = (policy, threads)
-    return LoweringRequest(space=space, target=plan.target, kinds=kinds, unroll_below=space.unroll_below(),
+    # (a bound loop runs at once on the grid's units: never unrolled, whatever its trip count)
+    unroll_below = {v: t for v, t in space.unroll_below().items() if kinds.get(v) != LoopKind.BOUND}
+    return LoweringRequest(space=space, target=plan.target, kinds=kinds, unroll_below=unroll_below,
                            caches=cache_requests(plan), tensorize=tuple(plan.tensorize_requests()),
                            parallel=parallel, args=argument_objects(args) if args is not None else None,
                            prefetch=prefetch_requests(plan), bindings=plan.binding_requests(),

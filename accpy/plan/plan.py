@@ -13,7 +13,7 @@ from ..nest.recording import Recording
 from ..schedule.space import unknown_index
 from ..schedule.visualize import points, visualize
 from ..targets import Target
-from ..targets.library import libraries
+from ..targets.library import grid_for, libraries
 from ..targets.tensor_unit import resolve_tensorize
 from .auto import AutoPlanning
 from .bind import Binding_
@@ -333,6 +333,9 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
             indices = (indices,)
         if not isinstance(indices, (tuple, list)) or not indices:
             raise TypeError("indices: expected an index or a non-empty tuple of indices")
+        if grid_for(self._target) is not None:
+            raise ValueError(f"parallelize: target {self._target.name} runs loops at once on its grid: bind them "
+                             f"to its units with plan.bind (parallelize is for a CPU's threads)")
         if pin is not None:
             raise ValueError("parallelize: pin= is not supported")
         if policy not in ("static", "dynamic"):

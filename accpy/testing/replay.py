@@ -20,10 +20,14 @@ def _fmt(v, names: dict) -> str:
     if isinstance(v, (tuple, list)):
         inner = ", ".join(_fmt(x, names) for x in v)
         return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
+    if isinstance(v, dict):  # (plan.bind's mapping)
+        return "{" + ", ".join(f"{_fmt(k, names)}: {_fmt(x, names)}" for k, x in v.items()) + "}"
     if isinstance(v, enum.Enum):
-        owner = {"_Layout": "acc.Array.Layout", "MemorySpace": "acc.MemorySpace"}.get(type(v).__name__,
-                                                                                      f"acc.{type(v).__name__}")
+        owner = {"_Layout": "acc.Array.Layout", "MemorySpace": "acc.MemorySpace",
+                 "GridUnit": "plan.target.GridUnit"}.get(type(v).__name__, f"acc.{type(v).__name__}")
         return f"{owner}.{v.name}"
+    if type(v).__name__ == "MemorySpace":  # (acc.MemorySpace members are not an enum's)
+        return f"acc.MemorySpace.{v.name}"
     return repr(v)
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...errors import ScheduleError
+
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, UnOp, Var, as_int, idx_op
 from ...ir.kinds import HostMemory, LoopKind
 from ...ir.stmt import Block, Evaluate, For, If, Store, block
@@ -194,7 +196,7 @@ def _needs_all(s) -> bool:
     return _has_barrier(s) or any(_cooperative(f) for f in nodes_of(s, For))
 
 
-class GuardError(ValueError):
+class GuardError(ScheduleError):
     """A barrier that some threads of a block would not reach."""
 
 
@@ -242,6 +244,8 @@ class _PushGuards(Mutator):
         if f.kind != LoopKind.BOUND or not _needs_all(f.body):
             return f
         cond = BinOp("lt", f.var, f.hi, ScalarType.bool)
+        if not (isinstance(f.lo, Const) and f.lo.value == 0):
+            cond = BinOp("land", BinOp("ge", f.var, f.lo, ScalarType.bool), cond, ScalarType.bool)
         return For(f.var, f.lo, f.hi, push_guard(f.body, cond, self.threads), f.kind, f.attrs + (("guard", False),))
 
 
@@ -345,8 +349,10 @@ class _Atomic(Mutator):
             for own, other in ((v.a, v.b), (v.b, v.a)):
                 if own == target:
                     return Evaluate(Call(ATOMIC + v.op, (target, other), s.buffer.dtype))
-        raise GuardError(f"{s.buffer.name}: an update the bound units make together is not an atomic "
-                         f"add, max or min")
+        raise GuardError(f"{s.buffer.name}: the bound units update its elements together (atomically), and "
+                         f"here it is written by a plain store (e.g. a cache of {s.buffer.name} copied back): "
+                         f"the units would overwrite each other's updates; leave {s.buffer.name} uncached or "
+                         f"keep the reduction's loop unbound")
 
 
 def atomic_updates(stmt, request):
