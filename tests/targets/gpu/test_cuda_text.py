@@ -1,6 +1,7 @@
 """CUDA C from the same lowered IR as the OpenCL kernels (accpy/targets/gpu/cuda.py): the .cu unit of
-a bound matmul, a matmul with SHARED caches (barriers -> __syncthreads), one with a PRIVATE
-accumulator, a 3x3 conv and a float16 (__half) update compile with nvcc for sm_80 and sm_90 (PTX with ptxas's report, and
+a bound matmul, a matmul with SHARED caches (barriers -> __syncthreads), double-buffered ones, one
+with a PRIVATE accumulator, a row sum bound across threads (atomicAdd), a 3x3 conv and a float16
+(__half) update compile with nvcc for sm_80 and sm_90 (PTX with ptxas's report, and
 objects, host launchers included), the shared memory ptxas reports is the caches' size; a package
 for a CUDA target writes its .cu (checked by nvcc) while its OpenCL function runs on PoCL."""
 from __future__ import annotations
@@ -62,15 +63,28 @@ def half_plan():
     return plan, (X, Y)
 
 
+def reduction_plan():
+    """A row sum whose reduction loop is bound across threads: atomic adds (atomicAdd in CUDA C)."""
+    from test_bind import row_reduction
+
+    s, args, (i, j, jj) = row_reduction(F32, "add")
+    plan = s.create_plan(A100)
+    plan.bind({i: A100.GridUnit.BLOCK_X, j: A100.GridUnit.THREAD_Y, jj: A100.GridUnit.THREAD_X})
+    return plan, args
+
+
 PLANS = {
     "bound": lambda: tiled_plan(40, 36, 20)[:2],
+    "dbuf": lambda: shared_matmul(64, 48, 64, double_buffer=True),
+    "atomic": reduction_plan,
     "shared": lambda: shared_matmul(64, 48, 64),
     "priv": lambda: shared_matmul(48, 32, 40, cache_c=lambda v: v["k"]),
     "conv": conv_plan,
     "f16": half_plan,
 }
 # the bytes of shared memory each plan's caches take: A and B tiles of 16 x 16 floats
-SHARED_BYTES = {"bound": 0, "shared": 2 * 16 * 16 * 4, "priv": 2 * 16 * 16 * 4, "conv": 0, "f16": 0}
+SHARED_BYTES = {"bound": 0, "shared": 2 * 16 * 16 * 4, "priv": 2 * 16 * 16 * 4, "conv": 0, "f16": 0,
+                "dbuf": 2 * 2 * 16 * 16 * 4, "atomic": 0}
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,6 +119,12 @@ def test_barriers_are_syncthreads_and_caches_are_shared_arrays():
     kernel = text[text.index("__global__ void shared__kernel("):text.index("}  // namespace accpy_device")]
     assert kernel.count("__shared__ float") == 2 and "__syncthreads()" in kernel
     assert "barrier(" not in kernel and "__local" not in kernel
+
+
+def test_atomic_updates_are_atomic_add():
+    text = source_of("atomic")
+    kernel = text[text.index("__global__ void atomic__kernel("):text.index("}  // namespace accpy_device")]
+    assert "atomicAdd(&S[" in kernel
 
 
 def test_a_cpu_target_has_no_cuda_source():
