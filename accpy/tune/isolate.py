@@ -10,15 +10,33 @@ A fork costs little next to a build (which runs the C compiler).
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import select
+import signal
 import sys
 import time
 from typing import Iterator, Optional
 
 from .runner import exit_text, kill_group
 from .building import build_crashed, build_problem_variant, build_timed_out, where
+
+
+_FATAL = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
+
+
+def _default_fatal_signals() -> None:
+    """A crash ends the child, whatever handlers the parent installed: a library loaded into the
+    parent may catch fatal signals and return (LLVM's, inside an OpenCL runtime such as PoCL: a
+    `kill(SIGSEGV)` then ran on), and faulthandler would print a traceback for a crash the record
+    already reports."""
+    faulthandler.disable()
+    for name in _FATAL:
+        try:
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        except (AttributeError, OSError, ValueError):
+            pass
 
 
 def _child(problem: tuple, index: int, key: str, want_reference: bool, fd: int) -> None:
@@ -29,6 +47,7 @@ def _child(problem: tuple, index: int, key: str, want_reference: bool, fd: int) 
             os.setpgid(0, 0)  # its own process group (the parent sets it too: whichever runs first)
         except OSError:
             pass
+        _default_fatal_signals()
         data = memoryview(pickle.dumps(build_problem_variant(problem, index, key, want_reference),
                                        protocol=pickle.HIGHEST_PROTOCOL))
         while data:
