@@ -30,8 +30,13 @@ def cache_dir() -> Path:
 def native_text(name: str) -> str:
     """The text of native/`name`, with each `#include "x.h"` of a native file replaced by that
     file's text (recursively): C that stands alone."""
+    return inline_native_includes(native_file(name).read_text())
+
+
+def inline_native_includes(text: str) -> str:
+    """C `text` with each `#include "x.h"` (x.h: a file of native/) replaced by that file's text."""
     out = []
-    for line in native_file(name).read_text().splitlines(keepends=True):
+    for line in text.splitlines(keepends=True):
         s = line.strip()
         if s.startswith('#include "') and s.endswith('"'):
             out.append(native_text(s[len('#include "'):-1]))

@@ -30,16 +30,12 @@ from ..ir.expr import Buffer
 from ..ir.kinds import BufferRole
 from ..ir.names import c_string
 from ..ir.stmt import Function
-from ..paths import native_text
+from ..paths import inline_native_includes, native_text
 
 
 def device_prelude(dialect) -> str:
     """The dialect's prelude with the native files it includes inlined."""
-    out = []
-    for line in dialect.prelude.splitlines(keepends=True):
-        s = line.strip()
-        out.append(native_text(s[len('#include "'):-1]) if s.startswith('#include "') else line)
-    return "".join(out)
+    return inline_native_includes(dialect.prelude)
 
 
 def compiled_with_launcher(runtime) -> bool:

@@ -57,20 +57,32 @@ class Grid:
         """LimitError when the units bound (`bound`: unit name -> the number of its units the
         plan needs, an int, or None when it depends on runtime sizes) exceed `target`'s limits."""
 
+    def unit_threads(self, name: str) -> int:
+        """Threads of the launch one unit `name` takes (e.g. a warp along x: its lanes); 1 by default."""
+        return 1
+
+    def _by_axis(self, counts: dict) -> tuple:
+        """(outer, inner): per axis, [(threads per unit, count)] of the bound units at the outer levels
+        (blocks) and at the innermost one (threads)."""
+        outer, inner = [[], [], []], [[], [], []]
+        for name, n in counts.items():
+            u = self.units[name]
+            (inner if u.level == self.levels[-1] else outer)[u.axis].append((self.unit_threads(name), n))
+        return outer, inner
+
     def launch_sizes(self, counts: dict) -> tuple:
         """(global[3], local[3]) C texts of a launch: `counts` maps each bound unit to the C text of
         the number of its units; per axis, `local` is the product over the innermost level's units
         (threads per block), `global` the product over all levels when the runtime counts threads
         (`DeviceRuntime.grid_total`), else over the outer levels (blocks)."""
-        inner = self.levels[-1]
-        glob, local = [[], [], []], [[], [], []]
-        for name, text in counts.items():
-            u = self.units[name]
-            if u.level == inner:
-                local[u.axis].append(f"({text})")
-            if u.level != inner or self.runtime is None or self.runtime.grid_total:
-                glob[u.axis].append(f"({text})")
-        return tuple(" * ".join(x) or "1" for x in glob), tuple(" * ".join(x) or "1" for x in local)
+        outer, inner = self._by_axis(counts)
+        total = self.runtime is None or self.runtime.grid_total
+
+        def text(parts):
+            return " * ".join(f"{k} * ({c})" if k > 1 else f"({c})" for k, c in parts) or "1"
+
+        return (tuple(text(o + (i if total else [])) for o, i in zip(outer, inner)),
+                tuple(text(i) for i in inner))
 
     def has_atomic(self, op: str, dtype) -> bool:
         """Whether the grid's units can update one element together with reduction `op` ("add",
@@ -85,13 +97,14 @@ class Grid:
         """(blocks per axis, threads per block per axis) of a launch, as Accera's HAT records them
         ([gx, gy, gz], [bx, by, bz]); `counts` maps each bound unit to the number of its units (an
         int, or None when it depends on runtime sizes: then that axis is None)."""
-        inner = self.levels[-1]
-        dims = [[1, 1, 1], [1, 1, 1]]
-        for name, n in counts.items():
-            u = self.units[name]
-            k = 1 if u.level == inner else 0
-            dims[k][u.axis] = None if n is None or dims[k][u.axis] is None else dims[k][u.axis] * n
-        return tuple(dims[0]), tuple(dims[1])
+        def product(parts):
+            out = 1
+            for k, n in parts:
+                out = None if n is None or out is None else out * k * n
+            return out
+
+        outer, inner = self._by_axis(counts)
+        return tuple(map(product, outer)), tuple(map(product, inner))
 
     def launch_limits(self, target) -> Optional[dict]:
         """The limits `check` applies, for messages and the package's record (None: no limits)."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import accpy as acc
+from abi.kernels import mixed_matmul_nest
 
 A100 = acc.Target(acc.Target.Model.NVIDIA_A100)
 MI100 = acc.Target(acc.Target.Model.AMD_MI100)
@@ -9,15 +10,23 @@ F32 = acc.ScalarType.float32
 
 
 def matmul(M, N, K, dtype=F32):
-    """C[i, j] += A[i, k] * B[k, j]: (nest, (A, B, C))."""
-    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K), name="A")
-    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N), name="B")
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(M, N), name="C")
-    nest = acc.Nest(shape=(M, N, K))
-    i, j, k = nest.get_indices()
+    """C[i, j] += A[i, k] * B[k, j]: (nest, (A, B, C)) (the project's matmul nest; its casts to the
+    arrays' own type are no-ops)."""
+    nest, args, _ = mixed_matmul_nest(M, N, K, dtype, dtype, dtype)
+    return nest, args
+
+
+def conv3x3(H, W, CI, CO, dtype=F32):
+    """O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co] (NHWC, no padding):
+    (nest, (I, Wt, O))."""
+    I = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(H + 2, W + 2, CI), name="I")
+    Wt = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(3, 3, CI, CO), name="Wt")
+    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=dtype, shape=(H, W, CO), name="O")
+    nest = acc.Nest(shape=(H, W, CO, 3, 3, CI))
+    y, x, co, ky, kx, ci = nest.get_indices()
 
     @nest.iteration_logic
     def _():
-        C[i, j] += A[i, k] * B[k, j]
+        O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
 
-    return nest, (A, B, C)
+    return nest, (I, Wt, O)

@@ -51,9 +51,8 @@ class GpuGrid(Grid):
         return (op == "add" and name in ("int32", "uint32", "float32")) or \
             (op in ("max", "min") and name in ("int32", "uint32"))
 
-    def launch_sizes(self, counts: dict) -> tuple:
-        # a warp along x is WARP_LANES threads
-        return super().launch_sizes({u: f"{WARP_LANES} * ({c})" if u == "WARP_X" else c for u, c in counts.items()})
+    def unit_threads(self, name: str) -> int:
+        return WARP_LANES if name == "WARP_X" else 1  # a warp along x is WARP_LANES threads
 
     def check_shared_memory(self, target, arrays: dict) -> None:
         total = sum(arrays.values())

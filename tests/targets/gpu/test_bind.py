@@ -9,7 +9,7 @@ import pytest
 import accpy as acc
 from accpy.errors import LimitError, ScheduleError
 from accpy.testing import assert_matches_reference
-from support.gpu import A100, F32, MI100, matmul
+from support.gpu import A100, F32, MI100, conv3x3, matmul
 
 
 def tiled_plan(M, N, K, target=A100, bm=16, bn=16, dtype=F32):
@@ -88,15 +88,8 @@ def test_runtime_sizes_size_the_grid(needs_opencl, tmp_path):
 
 def test_a_3x3_convolution_bound_over_output_pixels(needs_opencl):
     H, W, CI, CO = 10, 12, 3, 4
-    I = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(H + 2, W + 2, CI), name="I")
-    Wt = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(3, 3, CI, CO), name="Wt")
-    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(H, W, CO), name="O")
-    nest = acc.Nest(shape=(H, W, CO, 3, 3, CI))
+    nest, (I, Wt, O) = conv3x3(H, W, CI, CO)
     y, x, co, ky, kx, ci = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
 
     s = nest.create_schedule()
     xx = s.split(x, 4)
@@ -230,3 +223,14 @@ def test_the_hat_records_the_launch_and_the_device_function(tmp_path):
     kernel = hat["device_functions"][fn["launches"]]
     assert kernel["launch_parameters"] == [6, 5, 1, 8, 16, 1] and kernel["dialect"] == "OpenCL C"
     assert hat["target"]["required"]["GPU"] == {"runtime": "CUDA", "model": "NVidia A100"}
+
+
+def test_launch_sizes_count_a_warps_lanes():
+    from accpy.targets.library import grid_for
+
+    grid = grid_for(A100)
+    # two warps along x (32 lanes each) in each of 3 blocks; 4 warps along y; a runtime block count
+    assert grid.launch_dims({"BLOCK_X": 3, "WARP_X": 2, "WARP_Y": 4}) == ((3, 1, 1), (64, 4, 1))
+    assert grid.launch_dims({"BLOCK_X": None, "THREAD_X": 16}) == ((None, 1, 1), (16, 1, 1))
+    assert grid.launch_sizes({"BLOCK_X": "n", "WARP_X": "2"}) == (("(n) * 32 * (2)", "1", "1"),
+                                                                  ("32 * (2)", "1", "1"))

@@ -15,7 +15,7 @@ import accpy as acc
 from accpy.errors import CompileError
 from accpy.targets.gpu import cuda, tools
 
-from support.gpu import A100, F32, MI100, matmul
+from support.gpu import A100, F32, MI100, conv3x3, matmul
 from test_bind import tiled_plan
 from test_shared_caches import shared_matmul
 
@@ -25,15 +25,8 @@ ARCHES = ("sm_80", "sm_90")
 def conv_plan():
     """A 3x3 conv bound over output pixels (blocks of 4 x 8 pixels, a thread per output channel)."""
     H, W, CI, CO = 10, 16, 3, 4
-    I = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(H + 2, W + 2, CI), name="I")
-    Wt = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(3, 3, CI, CO), name="Wt")
-    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(H, W, CO), name="O")
-    nest = acc.Nest(shape=(H, W, CO, 3, 3, CI))
+    nest, (I, Wt, O) = conv3x3(H, W, CI, CO)
     y, x, co, ky, kx, ci = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
 
     s = nest.create_schedule()
     xx = s.split(x, 4)

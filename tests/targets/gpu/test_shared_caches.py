@@ -11,7 +11,7 @@ import accpy as acc
 from accpy.errors import LimitError
 from accpy.testing import assert_matches_reference
 
-from support.gpu import A100, F32, matmul
+from support.gpu import A100, conv3x3, matmul
 
 SHARED = acc.MemorySpace.SHARED
 
@@ -79,15 +79,8 @@ def test_a_shared_output_tile_is_written_back_by_the_block(needs_opencl):
 
 def test_a_conv_with_a_shared_input_tile(needs_opencl):
     H, W, CI, CO = 12, 16, 2, 3
-    I = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(H + 2, W + 2, CI), name="I")
-    Wt = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(3, 3, CI, CO), name="Wt")
-    O = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(H, W, CO), name="O")
-    nest = acc.Nest(shape=(H, W, CO, 3, 3, CI))
+    nest, (I, Wt, O) = conv3x3(H, W, CI, CO)
     y, x, co, ky, kx, ci = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
 
     s = nest.create_schedule()
     yy, xx = s.split(y, 4), s.split(x, 8)
