@@ -33,7 +33,8 @@ class Cache:
     """The handle `Plan.cache` returns; usable as the source of another (inner) cache."""
 
     def __init__(self, plan, source, index, level, trigger_index, trigger_level, max_elements, layout,
-                 element_type, thrifty, location, double_buffer, panel_width=1, locality=None):
+                 element_type, thrifty, location, double_buffer, panel_width=1, locality=None,
+                 double_buffer_location=None):
         """Made by `Plan.cache` (arguments already checked there)."""
         self.plan = plan
         self.source = source  # an Array or an outer Cache
@@ -47,6 +48,9 @@ class Cache:
         self.thrifty = thrifty
         self.location = location
         self.double_buffer = double_buffer
+        # where the next step's block waits (double_buffer): None, the cache's own memory (a second
+        # buffer there), or PRIVATE (each unit's registers, stored into the one buffer after the step)
+        self.double_buffer_location = double_buffer_location
         self.panel_width = panel_width  # columns per panel (1: none)
         self.notes: list = []  # what accpy changed in the request, and why (shown by repr(plan))
         self.locality = locality  # a target memory's loads: how near the core the source's lines stay
@@ -110,8 +114,7 @@ class Cache:
         if (trigger_level is not None or double_buffer) and array.role not in (Role.INPUT, Role.CONST):
             raise ValueError(f"cache: triggers (multicaches) and double_buffer need an INPUT or CONST source; "
                              f"{array.name} is {array.role.name}")
-        if double_buffer_location is not None and not double_buffer:
-            raise ValueError("cache: double_buffer_location requires double_buffer=True")
+        double_buffer_location = _checked_double_buffer_location(double_buffer_location, double_buffer, location)
         if strategy is not None and strategy is not AUTO:  # Accera: only AUTO on a CPU (targets/cache_strategy.py)
             raise ValueError(f"cache: strategy={strategy!r} is for GPU targets; a CPU cache takes only acc.AUTO "
                              f"(the default), as in Accera")
@@ -156,7 +159,7 @@ class Cache:
             if location is None or location is MemorySpace.NONE:
                 raise ValueError("locality: a hint for the loads into a target memory; give location= too")
         made = cls(plan, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
-                   thrifty, location, double_buffer, panel_width, locality)
+                   thrifty, location, double_buffer, panel_width, locality, double_buffer_location)
         made.notes += [note] if note else []
         return made
 
@@ -248,6 +251,24 @@ def _flag(value, what: str, none: bool = False):
     if value is None and none:
         return None
     raise TypeError(f"{what}: expected True or False, got {type(value).__name__} {value!r}")
+
+
+def _checked_double_buffer_location(where, double_buffer, location):
+    """`double_buffer_location` as kept on the Cache: None (AUTO, None or the cache's own memory: the
+    second buffer sits beside the first) or MemorySpace.PRIVATE (a SHARED cache's next block loaded
+    into each unit's registers, then stored into the one shared buffer). ValueError otherwise."""
+    if where is None or where is AUTO:
+        return None
+    if not double_buffer:
+        raise ValueError("cache: double_buffer_location requires double_buffer=True")
+    if not isinstance(where, MemorySpace):
+        raise TypeError(f"double_buffer_location: expected an acc.MemorySpace or acc.AUTO, got {where!r}")
+    if where is location:
+        return None
+    if where is MemorySpace.PRIVATE and location is MemorySpace.SHARED:
+        return where
+    raise ValueError(f"double_buffer_location: expected acc.AUTO, the cache's own location "
+                     f"({getattr(location, 'name', location)}) or, for a SHARED cache, PRIVATE; got {where.name}")
 
 
 def _checked_panel_width(width, array, layout, location, max_elements, double_buffer):

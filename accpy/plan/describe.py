@@ -62,6 +62,8 @@ def _describe_cache(c) -> str:
             out.append(f"{k}={getattr(v, 'name', v)}")
     if c.double_buffer:
         out.append("double_buffer")
+        if getattr(c, "double_buffer_location", None) is not None:
+            out.append(f"double_buffer_location={c.double_buffer_location.name}")
     if getattr(c, "panel_width", 1) > 1:
         out.append(f"panel_width={c.panel_width}")
     out += [f"note: {n}" for n in getattr(c, "notes", ())]  # (what accpy changed in the request, and why)

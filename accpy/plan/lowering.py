@@ -72,7 +72,8 @@ def cache_requests(plan) -> tuple:
             element_type=c.element_type, thrifty=bool(c.thrifty), memory=_memory(c.location),
             deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved,
             shared=_is_shared(c, grid), across=across if _is_shared(c, grid) else (),
-            double_buffer=bool(c.double_buffer)))
+            double_buffer=bool(c.double_buffer),
+            staged=getattr(c.double_buffer_location, "value", None) == "private"))
     return tuple(out)
 
 

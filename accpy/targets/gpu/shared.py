@@ -14,6 +14,11 @@ threads' loops. This pass makes those copies cooperative and ordered:
   still reads the block being replaced, e.g. an unswitched loop's earlier piece's); a loop whose
   steps fill shared caches ends each step with a barrier. Adjacent barriers are merged.
 
+`double_buffer=True` fills the next step's block while this step computes: into a second buffer
+(one barrier a step), or, with `double_buffer_location=PRIVATE`, into each thread's registers (its
+share of the copy) stored into the one buffer after the step's barrier (two barriers a step, half
+the shared memory).
+
 Then every thread of a block must reach every barrier: a bound loop around a barrier loses its
 guard (`if (v < hi)`, units past the loop's end), which goes down to the statements between the
 barriers and copies instead; loops and branches around a barrier must not depend on the thread's
@@ -27,7 +32,7 @@ from ...errors import ScheduleError
 
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, UnOp, Var, as_int, idx_op
 from ...ir.kinds import HostMemory, LoopKind
-from ...ir.stmt import Block, Evaluate, For, If, Store, block
+from ...ir.stmt import Alloc, Block, Evaluate, For, If, Store, block
 from ...ir.types import ScalarType
 from ...ir.visitor import Mutator, buffers_of, nodes_of, substitute
 from ..grid import ATOMIC, BARRIER, UNIT_ID
@@ -87,7 +92,7 @@ def cooperative(loops, store, threads):
         inner = idx_op("mul", inner, e)
     body = If(BinOp("lt", flat, total, ScalarType.bool), substitute(store, mapping))
     rounds = idx_op("floordiv", idx_op("sub", idx_op("add", total, total_threads), Const(1)), total_threads)
-    return For(t, Const(0), rounds, body, attrs=(("cooperative", True),))
+    return For(t, Const(0), rounds, body, attrs=(("cooperative", True), ("threads", total_threads)))
 
 
 def _barrier():
@@ -181,6 +186,10 @@ def _bytes(b) -> int:
     for d in b.shape:
         n *= as_int(d)
     return n * max(1, b.dtype.bits // 8)
+
+
+def _constant(b) -> bool:
+    return all(as_int(d) is not None for d in b.shape)
 
 
 def _has_barrier(s) -> bool:
@@ -282,11 +291,14 @@ def _doubled(b):
 
 class _DoubleBuffer(Mutator):
     """A serial loop whose body starts by filling double-buffered shared caches (barrier, fills,
-    barrier, ...): the fills of iteration k + 1 go to the other of two buffers while iteration k
-    computes on its own, one barrier per iteration, the first block filled before the loop."""
+    barrier, ...): the fills of iteration k + 1 are issued while iteration k computes, the first
+    block filled before the loop. A cache of `buffers` fills the other of two buffers (one barrier
+    per iteration); a cache of `staged` (double_buffer_location=PRIVATE) loads its next block into
+    each thread's registers and stores it into its one buffer after the step's barrier (a second
+    barrier)."""
 
-    def __init__(self, buffers):
-        self.buffers = buffers  # the double-buffered caches' buffers
+    def __init__(self, buffers, staged=frozenset()):
+        self.buffers, self.staged = buffers, staged
 
     def visit_For(self, f: For):
         f = self.generic_visit(f)
@@ -295,22 +307,56 @@ class _DoubleBuffer(Mutator):
         st = list(f.body.stmts)
         head = 1 if st and _is_barrier(st[0]) else 0
         n = head
-        while n < len(st) and _cooperative(st[n]) and _store_buffer(st[n]) in self.buffers:
+        while n < len(st) and _cooperative(st[n]) and _store_buffer(st[n]) in (self.buffers | self.staged):
             n += 1
         if n == head or n >= len(st) or not _is_barrier(st[n]):
             return f
         fills, rest = st[head:n], st[n + 1:]
-        pairs = {_store_buffer(c): _doubled(_store_buffer(c)) for c in fills}
+        pairs = {_store_buffer(c): _doubled(_store_buffer(c)) for c in fills if _store_buffer(c) not in self.staged}
         k, one = f.var, Const(1)
         slot = lambda e: idx_op("mod", idx_op("sub", e, f.lo), Const(2))  # noqa: E731
         nxt = idx_op("add", k, one)
+        more = BinOp("lt", nxt, f.hi, ScalarType.bool)
         first = [_Slot(pairs, Const(0)).visit(substitute(c, {k: f.lo})) for c in fills]
-        ahead = [_Slot(pairs, slot(nxt)).visit(substitute(c, {k: nxt})) for c in fills]
-        body = [If(BinOp("lt", nxt, f.hi, ScalarType.bool), block(*ahead))]
-        body += [_Slot(pairs, slot(k)).visit(x) for x in rest] + [_barrier()]
+        ahead, regs, stores = [], [], []
+        for c in fills:
+            c_next = substitute(c, {k: nxt})
+            if _store_buffer(c) in self.staged:
+                reg, load, store = _staged(c_next, f"{_store_buffer(c).name}_next{len(regs)}")
+                regs.append(reg)
+                ahead.append(load)
+                stores.append(store)
+            else:
+                ahead.append(_Slot(pairs, slot(nxt)).visit(c_next))
+        body = [If(more, block(*ahead))] + [_Slot(pairs, slot(k)).visit(x) for x in rest] + [_barrier()]
+        if stores:
+            body += [If(more, block(*stores)), _barrier()]
         loop = For(f.var, f.lo, f.hi, block(*_merge_barriers(body)), f.kind, f.attrs)
+        for reg in regs:  # each thread's registers for its share of the next block
+            loop = Alloc(reg, loop, zero=False)
         guard = BinOp("lt", f.lo, f.hi, ScalarType.bool)
         return block(If(guard, block(*first, _barrier())), loop)
+
+
+def _staged(copy: For, name: str):
+    """A cooperative fill `copy` split in two through registers: (the thread's register buffer, the
+    loop loading its share of the source into it, the loop storing it into the shared buffer)."""
+    body = copy.body  # If(flat < total, Store(shared, ..., value))
+    store = body.then if isinstance(body, If) else body
+    threads = as_int(copy.attr("threads", None))
+    elements = _bytes(store.buffer) // max(1, store.buffer.dtype.bits // 8) if _constant(store.buffer) else None
+    if threads is None or elements is None:
+        raise ScheduleError(f"cache of {store.buffer.name}: double_buffer_location=PRIVATE needs a block of a size "
+                            f"known when the kernel is built (each thread holds its share of the next block in "
+                            f"registers); use the default double_buffer_location")
+    rounds = (elements + threads - 1) // threads  # the most any thread holds (a tail block holds fewer)
+    reg = Buffer(name, store.buffer.dtype, (Const(rounds),), (Const(1),), memory=HostMemory.LOCAL)
+    t = (copy.var,)
+    load = Store(reg, t, store.value)
+    put = Store(store.buffer, store.indices, Load(reg, t))
+    wrap = (lambda s: If(body.cond, s)) if isinstance(body, If) else (lambda s: s)  # noqa: E731
+    return (reg, For(copy.var, copy.lo, copy.hi, wrap(load), copy.kind, copy.attrs),
+            For(copy.var, copy.lo, copy.hi, wrap(put), copy.kind, copy.attrs))
 
 
 def cooperative_copies(stmt, request, grid):
@@ -321,9 +367,10 @@ def cooperative_copies(stmt, request, grid):
     inner = {u for u, unit in grid.units.items() if unit.level == grid.levels[-1]}
     threads = _thread_units(request.bindings, inner)
     stmt = _Cooperate(threads).visit(stmt)
-    doubled = {c.buffer for c in request.caches if c.shared and c.double_buffer and c.buffer is not None}
-    if doubled:
-        stmt = _DoubleBuffer(doubled).visit(stmt)
+    ahead = [c for c in request.caches if c.shared and c.double_buffer and c.buffer is not None]
+    if ahead:
+        stmt = _DoubleBuffer(frozenset(c.buffer for c in ahead if not c.staged),
+                             frozenset(c.buffer for c in ahead if c.staged)).visit(stmt)
     sizes = {b.name: _bytes(b) for b in buffers_of(stmt) if _shared(b) and _accessed(stmt, b)}
     grid.check_shared_memory(request.target, sizes)
     thread_vars = frozenset(v for b in request.bindings if b.unit in inner for v in b.vars)

@@ -16,7 +16,7 @@ from support.gpu import A100, conv3x3, matmul
 SHARED = acc.MemorySpace.SHARED
 
 
-def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100, double_buffer=False):
+def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100, double_buffer=False, staging=None):
     nest, (A, B, C) = matmul(M, N, K)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
@@ -25,8 +25,10 @@ def shared_matmul(M, N, K, b=16, bk=16, cache_c=None, target=A100, double_buffer
     plan = s.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
                jj: target.GridUnit.THREAD_X})
-    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, double_buffer=double_buffer)
-    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, double_buffer=double_buffer)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, double_buffer=double_buffer,
+               double_buffer_location=staging)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, double_buffer=double_buffer,
+               double_buffer_location=staging)
     if cache_c is not None:
         plan.cache(C, index=cache_c(locals()), location=target.MemorySpace.PRIVATE)
     return plan, (A, B, C)
@@ -55,6 +57,41 @@ def test_double_buffering_takes_one_barrier_per_step_and_two_buffers():
     assert "__local float A_cache[256];" in one and "__local float A_cache_2[512];" in two
     loop = lambda src: src[src.index("for (int64_t k = 0"):]  # noqa: E731
     assert loop(one).count("barrier(") == 2 and loop(two).count("barrier(") == 1
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 64), (33, 17, 50), (16, 16, 16)])
+def test_double_buffering_through_registers(needs_opencl, shape):
+    # double_buffer_location=PRIVATE: each thread loads its share of the next k block into registers
+    # while the block computes, then stores it into the one shared buffer
+    plan, args = shared_matmul(*shape, double_buffer=True, staging=acc.MemorySpace.PRIVATE)
+    assert_matches_reference(plan, args)
+
+
+def test_double_buffering_through_registers_keeps_one_shared_buffer():
+    from accpy.codegen.device import emit_kernel
+    from accpy.targets.gpu.dialects import OPENCL_C
+
+    plan, args = shared_matmul(64, 64, 256, double_buffer=True, staging=acc.MemorySpace.PRIVATE)
+    src = emit_kernel(plan.lower("k", args), OPENCL_C, "").source
+    assert "__local float A_cache[256];" in src and "A_cache_2" not in src
+    # 256 elements dealt to 256 threads: one register each, loaded a step ahead
+    assert "float A_cache_next0[1]" in src
+    assert "double_buffer_location=PRIVATE" in repr(plan)
+    loop = src[src.index("for (int64_t k = 0"):]
+    assert loop.count("barrier(") == 2
+
+
+def test_double_buffer_location_is_checked():
+    plan, (A, B, C) = shared_matmul(32, 32, 32)
+    with pytest.raises(ValueError, match="double_buffer_location requires double_buffer=True"):
+        plan.cache(A, index=plan.schedule.get_indices()[0], location=SHARED,
+                   double_buffer_location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(ValueError, match="double_buffer_location: expected acc.AUTO"):
+        plan.cache(A, index=plan.schedule.get_indices()[0], location=SHARED, double_buffer=True,
+                   double_buffer_location=acc.MemorySpace.GLOBAL)
+    with pytest.raises(TypeError, match="double_buffer_location: expected an acc.MemorySpace"):
+        plan.cache(A, index=plan.schedule.get_indices()[0], location=SHARED, double_buffer=True,
+                   double_buffer_location="private")
 
 
 def test_shared_tiles_with_a_private_accumulator(needs_opencl):
