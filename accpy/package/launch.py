@@ -5,7 +5,10 @@ the bound loops ask for, and copies the arrays back (written arrays only), throu
 runtime, from the runtime's data:
 
 * a runtime that builds kernels from source at run time (`kernel_get`, `set_arg`, `launch`): the
-  kernel's source is kept in the package as a string constant (`launcher_source`);
+  kernel's source is kept in the package as a string constant (`launcher_source`); where the
+  runtime builds one program per package (`register`, `package_kernel`), each kernel's source is
+  registered with it when the library is loaded (a constructor), so that the first launch builds
+  every kernel of the package at once;
 * a runtime whose kernels are compiled with the launcher, in one translation unit of their own
   (`launch_template`, checked by `launched`): `device_unit_source` writes that unit, every
   function's kernel in the grid's dialect and its launcher, for the runtime's compiler.
@@ -15,11 +18,18 @@ A target may ask its packages for such units besides their own C (a target libra
 not run on here): `companion_units` writes them, and each grid checks its unit with its compiler
 (`check_unit`) when the package is built.
 
+Where the runtime has one (`DeviceRuntime.has_device_entry`), each function also gets a device
+entry, `<fn>_device(queue, buffers..., sizes and scalars...)` (`device_entry_name`): the kernel
+launched on the caller's queue with the caller's device buffers, no copies and no wait (the
+queue's order makes the caller's next commands see the results); its C declaration is
+`device_declaration`. It returns 0, or nonzero with the package's error set.
+
 Every runtime failure sets the package's error and returns, freeing what the launcher allocated;
 a grid with no units along an axis (a size 0) runs nothing.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -36,6 +46,25 @@ from ..paths import inline_native_includes, native_text
 def device_prelude(dialect) -> str:
     """The dialect's prelude with the native files it includes inlined."""
     return inline_native_includes(dialect.prelude)
+
+
+#: the suffix of a function's device entry (`<fn>_device`)
+DEVICE_ENTRY_SUFFIX = "_device"
+#: the suffix of the name sources.py gives a function's launcher (`<fn>__impl`)
+LAUNCHER_SUFFIX = "__impl"
+
+
+def device_entry_name(function_name: str) -> str:
+    """The C name of the device entry of the package function `function_name` (its public name,
+    or its launcher's, `<fn>__impl`)."""
+    if function_name.endswith(LAUNCHER_SUFFIX):
+        function_name = function_name[:-len(LAUNCHER_SUFFIX)]
+    return function_name + DEVICE_ENTRY_SUFFIX
+
+
+def one_program(runtime) -> bool:
+    """Whether `runtime` builds a package's kernels as one program (registered sources)."""
+    return bool(getattr(runtime, "register", "") and getattr(runtime, "package_kernel", ""))
 
 
 def compiled_with_launcher(runtime) -> bool:
@@ -76,6 +105,13 @@ def _launch(fn: Function, kernel: Kernel, rt, names: Names, bufs: list) -> list:
     return out
 
 
+def _sizes(grid, kernel: Kernel, em: CEmitter) -> list:
+    """The C lines declaring a launch's sizes, accpy_global[3] and accpy_local[3]."""
+    glob, local = grid.launch_sizes({u: em.expr(e) for u, e in kernel.launch.items()})
+    return [f"size_t accpy_global[3] = {{{', '.join(f'(size_t)({g})' for g in glob)}}};",
+            f"size_t accpy_local[3] = {{{', '.join(f'(size_t)({x})' for x in local)}}};"]
+
+
 def host_launcher(fn: Function, kernel: Kernel, grid, linkage: str, source: Optional[str] = None) -> str:
     """The host launcher `fn.name` (with `linkage`) of `kernel` (emitted from `fn` in the grid's
     dialect), through the grid's runtime; `source` names the C constant holding the kernel's source
@@ -88,12 +124,12 @@ def host_launcher(fn: Function, kernel: Kernel, grid, linkage: str, source: Opti
     for k, b in enumerate(bufs):
         body.append(f"void* accpy_d{k} = NULL;")
         body.append(f"size_t accpy_n{k} = {_elements(em, b)} * sizeof({c_type(b.dtype)});")
-    glob, local = grid.launch_sizes({u: em.expr(e) for u, e in kernel.launch.items()})
-    body.append(f"size_t accpy_global[3] = {{{', '.join(f'(size_t)({g})' for g in glob)}}};")
-    body.append(f"size_t accpy_local[3] = {{{', '.join(f'(size_t)({x})' for x in local)}}};")
+    body += _sizes(grid, kernel, em)
     body.append("if (accpy_global[0] == 0 || accpy_global[1] == 0 || accpy_global[2] == 0) return;")
     if not compiled_with_launcher(rt):
-        body.append(f"{rt.handle_type}* accpy_k = {rt.kernel_get}({source}, {c_string(kernel.name)}, \"\");")
+        get = f"{rt.package_kernel}({c_string(kernel.name)})" if one_program(rt) else \
+            f"{rt.kernel_get}({source}, {c_string(kernel.name)}, \"\")"
+        body.append(f"{rt.handle_type}* accpy_k = {get};")
         body.append("if (!accpy_k) return;")
     for k, b in enumerate(bufs):
         # (an array of no elements still gets a buffer of one byte: a kernel argument must be one)
@@ -114,12 +150,97 @@ def host_launcher(fn: Function, kernel: Kernel, grid, linkage: str, source: Opti
     return "\n".join(out) + "\n"
 
 
+def _device_params(fn: Function, rt, names: Names) -> str:
+    """The device entry's parameters: the caller's queue, then the function's arguments, arrays as
+    the runtime's buffers (`buffer_type`; typed device pointers when it has none)."""
+    out = [f"{rt.queue_type} accpy_queue"]
+    for a in fn.args:
+        if isinstance(a, Buffer) and rt.buffer_type:
+            out.append(f"{rt.buffer_type} {names.get(a, a.name)}")
+        elif isinstance(a, Buffer):
+            out.append(f"{c_type(a.dtype)}* {names.get(a, a.name)}")
+        else:
+            out.append(f"{c_type(a.dtype)} {names.get(a, a.name)}")
+    return ", ".join(out)
+
+
+def device_declaration(fn: Function, grid, linkage: str = "") -> str:
+    """The C declaration of `fn`'s device entry (`fn`: the lowered function, named as the package
+    function or its launcher), or "" when the grid's runtime has none."""
+    rt = grid.runtime
+    if not rt.has_device_entry:
+        return ""
+    return f"{linkage}int {device_entry_name(fn.name)}({_device_params(fn, rt, Names())});"
+
+
+def device_entry(fn: Function, kernel: Kernel, grid, linkage: str = "") -> str:
+    """The device entry of `fn` (see the module doc): "" when the grid's runtime has none."""
+    rt = grid.runtime
+    if not rt.has_device_entry:
+        return ""
+    names = Names()
+    em = CEmitter(names)
+    name = device_entry_name(fn.name)
+    head = f"{linkage}int {name}({_device_params(fn, rt, names)}) {{"
+    body = _sizes(grid, kernel, em)
+    empty = "if (accpy_global[0] == 0 || accpy_global[1] == 0 || accpy_global[2] == 0) return 0;"
+    if compiled_with_launcher(rt):
+        args = ", ".join(names.get(a, a.name) for a in fn.args)
+        sizes = {f"{w}{x}": f"accpy_{'global' if w == 'g' else 'local'}[{k}]"
+                 for w in "gl" for k, x in enumerate("xyz")}
+        body += [empty, rt.device_launch_template.format(kernel=kernel.name, args=args, queue="accpy_queue",
+                                                         **sizes) + ";",
+                 f"return {rt.device_launched.format(name=c_string(kernel.name), queue='accpy_queue', **sizes)} "
+                 f"? 1 : 0;"]
+    else:
+        body.append(f"{rt.handle_type}* accpy_k = {rt.queue_kernel}(accpy_queue, {c_string(kernel.name)});")
+        body.append("if (!accpy_k) return 1;")
+        for a in fn.args:
+            if isinstance(a, Buffer):
+                bytes_ = f"{_elements(em, a)} * sizeof({c_type(a.dtype)})"
+                body.append(f"if ({rt.check_buffer}(accpy_queue, (void*){names.get(a, a.name)}, {bytes_}, "
+                            f"{c_string(name)}, {c_string(a.name)})) return 1;")
+        body.append(empty)
+        for pos, a in enumerate(fn.args):
+            value = f"&{names.get(a, a.name)}"
+            size = f"sizeof({rt.buffer_type})" if isinstance(a, Buffer) else f"sizeof({c_type(a.dtype)})"
+            body.append(f"if ({rt.set_arg}(accpy_k, {pos}, {size}, {value})) return 1;")
+        body.append(f"return {rt.queue_launch}(accpy_k, accpy_queue, 3, accpy_global, accpy_local) ? 1 : 0;")
+    return "\n".join([head] + ["    " + line for line in body] + ["}"]) + "\n"
+
+
+def _registered_source(fn: Function, kernel: Kernel, grid) -> str:
+    """The C that registers `kernel`'s source with the package's program when the library is
+    loaded: the device prelude as a constant (once per unit), the kernel's source record and the
+    constructor that registers it."""
+    rt = grid.runtime
+    prelude = device_prelude(grid.dialect)
+    tag = hashlib.sha256(prelude.encode()).hexdigest()[:12]
+    const = f"accpy_device_prelude_{tag}"
+    record = f"{fn.name}__device_source"
+    return "\n".join([
+        f"#ifndef ACCPY_DEVICE_PRELUDE_{tag}", f"#define ACCPY_DEVICE_PRELUDE_{tag}",
+        f"static const char {const}[] = {c_string(prelude)};", "#endif",
+        f"static {rt.source_type} {record} = {{{const}, {c_string(kernel.source)}, {c_string(kernel.name)}}};",
+        f"__attribute__((constructor)) static void {fn.name}__device_register(void) {{ {rt.register}(&{record}); }}",
+        ""])
+
+
 def launcher_source(fn: Function, grid, linkage: str) -> str:
-    """The kernel source constant and the host launcher `fn.name` (with `linkage`) of `fn`, for a
-    grid whose runtime builds kernels from source at run time."""
-    kernel = emit_kernel(fn, grid.dialect, device_prelude(grid.dialect))
-    src = f"{fn.name}__device_source"
-    return f"static const char {src}[] = {c_string(kernel.source)};\n\n" + host_launcher(fn, kernel, grid, linkage, src)
+    """The kernel's source (a constant, or a registered record where the runtime builds one program
+    per package), the host launcher `fn.name` (with `linkage`) of `fn` and its device entry
+    (public), for a grid whose runtime builds kernels from source at run time."""
+    rt = grid.runtime
+    if one_program(rt):
+        kernel = emit_kernel(fn, grid.dialect, "")  # (the prelude: once in the program)
+        head = _registered_source(fn, kernel, grid)
+        src = None
+    else:
+        kernel = emit_kernel(fn, grid.dialect, device_prelude(grid.dialect))
+        src = f"{fn.name}__device_source"
+        head = f"static const char {src}[] = {c_string(kernel.source)};\n"
+    entry = device_entry(fn, kernel, grid)
+    return head + "\n" + host_launcher(fn, kernel, grid, linkage, src) + ("\n" + entry if entry else "")
 
 
 def device_unit_source(pkg_name: str, functions, grid) -> str:

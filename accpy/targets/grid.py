@@ -161,7 +161,24 @@ class DeviceRuntime:
     set), `alloc(bytes)`, `write(buf, host, bytes)`, `read(buf, host, bytes)`, `free(buf)`,
     `set_arg(handle, index, size, value*)` and `launch(handle, dims, global[3], local[3])`
     (nonzero: error set); `handle_type` is the C type of a kernel handle; `grid_total`: whether
-    the launch takes the total number of threads per axis (True) or of blocks (False)."""
+    the launch takes the total number of threads per axis (True) or of blocks (False).
+
+    A runtime that builds kernels at run time may build a package's kernels as one program:
+    `source_type` is the C struct of one kernel's registered source ({prelude, text, kernel
+    name}), `register(&source)` adds it to the package's program (from a constructor, when the
+    library is loaded), `package_kernel(name) -> handle` gets a kernel of that program (built once
+    per process for all the package's kernels). Without them each kernel is its own program
+    (`kernel_get`).
+
+    The device entry `<fn>_device(queue, buffers..., sizes and scalars...)` runs a function on
+    the caller's queue and device buffers, without copies: `name` names the runtime (the .hat
+    records it, and Python finds the `DeviceArrays` of the same name), `queue_type` and
+    `buffer_type` are the C types of the caller's queue and buffers. A runtime building at run
+    time gives `queue_kernel(queue, name) -> handle` (the program built for the queue's context and
+    device), `check_buffer(queue, buf, bytes, fn, what)` and `queue_launch(handle, queue, dims,
+    global[3], local[3])` (nonzero: error set); a runtime compiled with its launchers gives
+    `device_launch_template` and `device_launched` (as its launch_template and launched, with one
+    more key: `queue`). A runtime without them has no device entry."""
 
     header: str
     handle_type: str
@@ -173,3 +190,60 @@ class DeviceRuntime:
     set_arg: str
     launch: str
     grid_total: bool = True
+    source_type: str = ""
+    register: str = ""
+    package_kernel: str = ""
+    name: str = ""
+    queue_type: str = ""
+    buffer_type: str = ""
+    queue_kernel: str = ""
+    check_buffer: str = ""
+    queue_launch: str = ""
+    device_launch_template: str = ""
+    device_launched: str = ""
+
+    @property
+    def has_device_entry(self) -> bool:
+        """Whether functions launched through this runtime get a device entry."""
+        return bool(self.name and self.queue_type and (self.queue_kernel or self.device_launch_template))
+
+
+class DeviceArrays:
+    """How Python hands one kind of device array (a library's array type) to the device entries of
+    the runtime named `runtime` (DeviceRuntime.name): `owns` recognises such an array; `layout`
+    gives its (shape, strides in bytes, numpy dtype, byte offset); `handles` checks that the arrays
+    of one call can be used together and gives the C values of the queue and of each buffer.
+    `what` says what the arrays are, in messages."""
+
+    runtime: str = ""
+    what: str = ""
+
+    def owns(self, value) -> bool:
+        """Whether `value` is an array of this kind."""
+        return False
+
+    def layout(self, value) -> tuple:
+        """(shape, strides in bytes, numpy dtype, byte offset from its buffer's start) of `value`."""
+        raise NotImplementedError
+
+    def handles(self, arrays: dict, display: str) -> tuple:
+        """(queue, {argument name: buffer}) as integers (C pointers) for `arrays` ({argument name:
+        array}); TypeError or ValueError naming the argument when they cannot be used together."""
+        raise NotImplementedError
+
+
+_DEVICE_ARRAYS: list = []
+
+
+def register_device_arrays(kind: DeviceArrays) -> DeviceArrays:
+    """Make a kind of device array known to the package loader (once)."""
+    if not isinstance(kind, DeviceArrays):
+        raise TypeError(f"register_device_arrays: expected a DeviceArrays, got {kind!r}")
+    if kind not in _DEVICE_ARRAYS:
+        _DEVICE_ARRAYS.append(kind)
+    return kind
+
+
+def device_arrays() -> tuple:
+    """Every registered kind of device array."""
+    return tuple(_DEVICE_ARRAYS)

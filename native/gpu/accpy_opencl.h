@@ -7,11 +7,17 @@
  *     the types the OpenCL specification gives them;
  *   - one device per library for the life of the process, chosen by ACCPY_OPENCL_DEVICE
  *     ("<platform>:<device>", default "0:0"), with one context and one in-order queue;
- *   - a kernel's program is built once per (source, options) and cached (a small table under
- *     a mutex); each thread gets its own cl_kernel of it, because clSetKernelArg on one
+ *   - a program is built once per (context, device, source, options) and cached (a small table
+ *     under a mutex); each thread gets its own cl_kernel of it, because clSetKernelArg on one
  *     cl_kernel from two threads races (kernels of threads that ended stay in the table);
+ *   - one program per package: each kernel of a package registers its source when the library
+ *     is loaded (accpy_cl_register, from a constructor), and the first launch builds all of
+ *     them as one program (accpy_cl_package_kernel): one build per process for the library's
+ *     own context, and one per (context, device) a caller's queue brings (accpy_cl_queue_kernel:
+ *     the device entries, which run on the caller's queue and buffers, without copies);
  *   - every failure returns nonzero / NULL with the package's error set (accpy_set_error):
- *     the OpenCL error's name, what was asked, and for a build failure the compiler's log.
+ *     the OpenCL error's name, what was asked, and for a build failure the kernel and line of
+ *     each line the compiler names, then the compiler's log.
  *
  * Include after native/accpy_runtime.h. Link with -ldl on glibc older than 2.34.
  */
@@ -55,6 +61,12 @@ typedef struct _cl_event* accpy_cl_event;
 #define ACCPY_CL_MEM_READ_WRITE 1ull
 #define ACCPY_CL_PROGRAM_BUILD_LOG 0x1183u
 #define ACCPY_CL_KERNEL_WORK_GROUP_SIZE 0x11B0u
+#define ACCPY_CL_QUEUE_CONTEXT 0x1090u
+#define ACCPY_CL_QUEUE_DEVICE 0x1091u
+#define ACCPY_CL_QUEUE_PROPERTIES 0x1093u
+#define ACCPY_CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE 1ull
+#define ACCPY_CL_MEM_SIZE 0x1102u
+#define ACCPY_CL_MEM_CONTEXT 0x1106u
 
 /* The OpenCL entry points, loaded by name (`X` is the name without its `cl` prefix). */
 #define ACCPY_CL_FUNCTIONS(X)                                                                     \
@@ -91,7 +103,11 @@ typedef struct _cl_event* accpy_cl_event;
        accpy_cl_uint, const accpy_cl_event*, accpy_cl_event*))                                     \
     X(EnqueueReadBuffer, accpy_cl_int,                                                            \
       (accpy_cl_command_queue, accpy_cl_mem, accpy_cl_uint, size_t, size_t, void*, accpy_cl_uint, \
-       const accpy_cl_event*, accpy_cl_event*))
+       const accpy_cl_event*, accpy_cl_event*))                                                    \
+    X(GetCommandQueueInfo, accpy_cl_int, (accpy_cl_command_queue, accpy_cl_uint, size_t, void*, size_t*)) \
+    X(GetMemObjectInfo, accpy_cl_int, (accpy_cl_mem, accpy_cl_uint, size_t, void*, size_t*))        \
+    X(EnqueueBarrierWithWaitList, accpy_cl_int,                                                   \
+      (accpy_cl_command_queue, accpy_cl_uint, const accpy_cl_event*, accpy_cl_event*))
 
 #define ACCPY_CL_POINTER(NAME, RET, ARGS) RET(*NAME) ARGS;
 struct accpy_cl_api {
@@ -104,13 +120,30 @@ typedef struct accpy_cl_kernel accpy_cl_kernel;
 /* A kernel of a cached program, owned by one thread. */
 struct accpy_cl_kernel {
     accpy_cl_kernel_handle handle;
+    accpy_cl_device_id device;
     pthread_t owner;
     char* name;
     struct accpy_cl_kernel* next;
 };
 
-/* One built program: the exact source and options it was built from, and its kernels. */
+/* One kernel of a package's program: a static object of the unit that defines the kernel,
+ * registered when the library is loaded. `prelude` is the device prelude its source needs (the
+ * program holds each distinct prelude once, first), `text` its own source (the kernel and the
+ * headers it needs, which have include guards), `kernel` its __kernel's name. */
+struct accpy_cl_source {
+    const char* prelude;
+    const char* text;
+    const char* kernel;
+    struct accpy_cl_source* next;
+    int registered;
+    long first_line; /* where `text` starts in the assembled program (1-based), 0 before */
+};
+
+/* One built program: the context and device, the exact source and options it was built from,
+ * and its kernels. */
 struct accpy_cl_program_entry {
+    accpy_cl_context context;
+    accpy_cl_device_id device;
     uint64_t hash;
     char* source;
     char* options;
@@ -132,6 +165,10 @@ struct accpy_cl_state {
     char device_name[256];
     struct accpy_cl_program_entry* programs;
     long builds;
+    struct accpy_cl_source* sources; /* the package's kernels, in registration order */
+    struct accpy_cl_source* last_source;
+    char* package_program;           /* their program text, assembled on first use */
+    long package_sources;            /* how many sources `package_program` holds */
 };
 
 /* One state per library, shared by a package's translation units as its error state is. */
@@ -142,7 +179,7 @@ struct accpy_cl_state {
 ACCPY_ERROR_STORAGE struct accpy_cl_state accpy_cl;
 #else
 ACCPY_ERROR_STORAGE struct accpy_cl_state accpy_cl = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, {0}, 0, 0, NULL, NULL,
-                                                      NULL, {0}, NULL, 0};
+                                                      NULL, {0}, NULL, 0, NULL, NULL, NULL, 0};
 #endif
 
 /* The name of an OpenCL error code, as the specification spells it. */
@@ -357,40 +394,112 @@ ACCPY_CL_FN int accpy_cl_ready(void) {
     return status;
 }
 
-/* Set the error from a failed build: the OpenCL error and the compiler's log. */
-ACCPY_CL_FN void accpy_cl_report_build_failure(accpy_cl_program program, const char* name, const char* options,
-                                          accpy_cl_int err) {
+/* "OpenCL device p:d (name)" for the library's device, else the name of the caller's device. */
+ACCPY_CL_FN void accpy_cl_describe_device(accpy_cl_device_id device, char* out, size_t cap) {
+    char name[256] = {0};
+    if (accpy_cl.ready && device == accpy_cl.device) {
+        snprintf(out, cap, "OpenCL device %u:%u (%s)", accpy_cl.platform_index, accpy_cl.device_index,
+                 accpy_cl.device_name);
+        return;
+    }
+    accpy_cl.api.GetDeviceInfo(device, ACCPY_CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+    snprintf(out, cap, "OpenCL device '%s' (the caller's queue's)", name);
+}
+
+/* Line `line` (1-based) of `text` into `out` (at most `cap` - 1 characters, leading blanks dropped). */
+ACCPY_CL_FN void accpy_cl_source_line(const char* text, long line, char* out, size_t cap) {
+    size_t n = 0;
+    while (*text && line > 1)
+        if (*text++ == '\n') --line;
+    while (*text == ' ' || *text == '\t') ++text;
+    while (text[n] && text[n] != '\n' && n + 1 < cap) ++n;
+    memcpy(out, text, n);
+    out[n] = '\0';
+}
+
+/* Where line `line` of the package's program lies: its kernel's source (NULL: the prelude) and
+ * the line within that source. Lock held; the program assembled. */
+ACCPY_CL_FN const struct accpy_cl_source* accpy_cl_line_owner(long line, long* local) {
+    const struct accpy_cl_source *s, *owner = NULL;
+    for (s = accpy_cl.sources; s; s = s->next)
+        if (s->first_line && s->first_line <= line && (!owner || s->first_line > owner->first_line)) owner = s;
+    *local = owner ? line - owner->first_line + 1 : line;
+    return owner;
+}
+
+/* Append to `out` the source lines a compiler's `log` names (":<line>:<column>:"), each with the
+ * kernel it belongs to when `source` is the package's program: at most 6 lines, each once. */
+ACCPY_CL_FN void accpy_cl_explain_lines(const char* source, const char* log, char* out, size_t cap) {
+    long seen[6];
+    int shown = 0, k, package = source == accpy_cl.package_program;
+    size_t used = strlen(out);
+    const char* p = log;
+    while (log && (p = strchr(p, ':')) != NULL && shown < 6) {
+        char *end, *end2, text[112], where[160];
+        long line, local;
+        const struct accpy_cl_source* owner;
+        if (p[1] < '0' || p[1] > '9') { ++p; continue; }
+        line = strtol(p + 1, &end, 10);
+        if (*end != ':' || end[1] < '0' || end[1] > '9') { p = end; continue; }
+        strtol(end + 1, &end2, 10);
+        p = end2;
+        if (*end2 != ':') continue;
+        for (k = 0; k < shown && seen[k] != line; ++k) {}
+        if (k < shown) continue;
+        seen[shown++] = line;
+        accpy_cl_source_line(source, line, text, sizeof text);
+        if (package && (owner = accpy_cl_line_owner(line, &local)) != NULL)
+            snprintf(where, sizeof where, "line %ld of kernel '%s' (program line %ld)", local, owner->kernel, line);
+        else if (package)
+            snprintf(where, sizeof where, "line %ld of the device prelude", line);
+        else
+            snprintf(where, sizeof where, "line %ld", line);
+        if (used < cap) used += (size_t)snprintf(out + used, cap - used, "\n  %s: %s", where, text);
+    }
+}
+
+/* Set the error from a failed build: the OpenCL error, the lines the compiler names (kernel and
+ * text) and its log. */
+ACCPY_CL_FN void accpy_cl_report_build_failure(accpy_cl_program program, accpy_cl_device_id device,
+                                               const char* source, const char* name, const char* options,
+                                               accpy_cl_int err) {
     size_t size = 0;
     char* log = NULL;
-    accpy_cl.api.GetProgramBuildInfo(program, accpy_cl.device, ACCPY_CL_PROGRAM_BUILD_LOG, 0, NULL, &size);
+    char lines[1024] = "", where[320];
+    accpy_cl.api.GetProgramBuildInfo(program, device, ACCPY_CL_PROGRAM_BUILD_LOG, 0, NULL, &size);
     if (size) log = (char*)calloc(size + 1, 1);
-    if (log) accpy_cl.api.GetProgramBuildInfo(program, accpy_cl.device, ACCPY_CL_PROGRAM_BUILD_LOG, size, log, NULL);
-    accpy_set_error("OpenCL C build of the program of kernel '%s' failed (%s) on device %u:%u (%s) with "
-                    "options '%s'; the compiler's log:\n%s", name, accpy_cl_error_name(err),
-                    accpy_cl.platform_index, accpy_cl.device_index, accpy_cl.device_name, options,
-                    log && *log ? log : "(empty)");
+    if (log) accpy_cl.api.GetProgramBuildInfo(program, device, ACCPY_CL_PROGRAM_BUILD_LOG, size, log, NULL);
+    accpy_cl_explain_lines(source, log, lines, sizeof lines);
+    accpy_cl_describe_device(device, where, sizeof where);
+    accpy_set_error("OpenCL C build of the program of kernel '%s' failed (%s) on %s with options '%s'; the lines "
+                    "the compiler names:%s\nthe compiler's log:\n%s", name, accpy_cl_error_name(err), where, options,
+                    *lines ? lines : " (none)", log && *log ? log : "(empty)");
     free(log);
 }
 
-/* The cached program of (source, options), built now if new (lock held); NULL + error. */
-ACCPY_CL_FN struct accpy_cl_program_entry* accpy_cl_program_locked(const char* source, const char* name,
-                                                              const char* options) {
+/* The cached program of (context, device, source, options), built now if new (lock held); NULL +
+ * error. `name` is the kernel asked for (for messages). */
+ACCPY_CL_FN struct accpy_cl_program_entry* accpy_cl_program_on_locked(accpy_cl_context context,
+                                                                      accpy_cl_device_id device,
+                                                                      const char* source, const char* name,
+                                                                      const char* options) {
     uint64_t hash = accpy_cl_hash(source, options);
     struct accpy_cl_program_entry* entry;
     accpy_cl_int err = 0;
     for (entry = accpy_cl.programs; entry; entry = entry->next)
-        if (entry->hash == hash && !strcmp(entry->source, source) && !strcmp(entry->options, options))
+        if (entry->context == context && entry->device == device && entry->hash == hash &&
+            !strcmp(entry->source, source) && !strcmp(entry->options, options))
             return entry;
-    accpy_cl_program program = accpy_cl.api.CreateProgramWithSource(accpy_cl.context, 1, &source, NULL, &err);
+    accpy_cl_program program = accpy_cl.api.CreateProgramWithSource(context, 1, &source, NULL, &err);
     if (!program || err != ACCPY_CL_SUCCESS) {
         accpy_set_error("clCreateProgramWithSource for kernel '%s' failed: %s (%d)", name,
                         accpy_cl_error_name(err), (int)err);
         return NULL;
     }
     accpy_cl.builds++;
-    err = accpy_cl.api.BuildProgram(program, 1, &accpy_cl.device, options, NULL, NULL);
+    err = accpy_cl.api.BuildProgram(program, 1, &device, options, NULL, NULL);
     if (err != ACCPY_CL_SUCCESS) {
-        accpy_cl_report_build_failure(program, name, options, err);
+        accpy_cl_report_build_failure(program, device, source, name, options, err);
         accpy_cl.api.ReleaseProgram(program);
         return NULL;
     }
@@ -403,6 +512,9 @@ ACCPY_CL_FN struct accpy_cl_program_entry* accpy_cl_program_locked(const char* s
         accpy_set_error("out of host memory caching the OpenCL program of kernel '%s'", name);
         return NULL;
     }
+    /* (the program keeps its context alive: a cached context's address is never reused) */
+    entry->context = context;
+    entry->device = device;
     entry->hash = hash;
     entry->program = program;
     entry->next = accpy_cl.programs;
@@ -432,20 +544,166 @@ ACCPY_CL_FN accpy_cl_kernel* accpy_cl_thread_kernel_locked(struct accpy_cl_progr
     }
     k->handle = handle;
     k->owner = self;
+    k->device = entry->device;
     k->next = entry->kernels;
     entry->kernels = k;
     return k;
 }
 
+/* A kernel of the program `source` (with `options`) on the library's own device. */
 ACCPY_CL_FN accpy_cl_kernel* accpy_cl_kernel_get(const char* source, const char* name, const char* options) {
     accpy_cl_kernel* k = NULL;
     struct accpy_cl_program_entry* entry;
     if (!options) options = "";
     pthread_mutex_lock(&accpy_cl.lock);
-    if (!accpy_cl_ready_locked() && (entry = accpy_cl_program_locked(source, name, options)) != NULL)
+    if (!accpy_cl_ready_locked() &&
+        (entry = accpy_cl_program_on_locked(accpy_cl.context, accpy_cl.device, source, name, options)) != NULL)
         k = accpy_cl_thread_kernel_locked(entry, name);
     pthread_mutex_unlock(&accpy_cl.lock);
     return k;
+}
+
+/* Add a kernel to the package's program (once; called by a constructor when the library loads). */
+ACCPY_CL_FN void accpy_cl_register(struct accpy_cl_source* source) {
+    pthread_mutex_lock(&accpy_cl.lock);
+    if (!source->registered) {
+        source->registered = 1;
+        source->next = NULL;
+        if (accpy_cl.last_source) accpy_cl.last_source->next = source;
+        else accpy_cl.sources = source;
+        accpy_cl.last_source = source;
+    }
+    pthread_mutex_unlock(&accpy_cl.lock);
+}
+
+/* The number of '\n' in `text`. */
+ACCPY_CL_FN long accpy_cl_count_lines(const char* text) {
+    long n = 0;
+    for (; *text; ++text) n += *text == '\n';
+    return n;
+}
+
+/* The package's program (lock held): each distinct prelude once, then every registered kernel's
+ * source, in registration order (each kernel's first line noted, for build errors); assembled
+ * again only when a kernel was registered since. NULL + error when there is none or no memory. */
+ACCPY_CL_FN const char* accpy_cl_package_program_locked(const char* name) {
+    struct accpy_cl_source *s, *t;
+    size_t bytes = 1, used = 0;
+    long count = 0, line = 1;
+    char* text;
+    for (s = accpy_cl.sources; s; s = s->next) ++count;
+    if (!count) {
+        accpy_set_error("kernel '%s': the library registered no OpenCL kernel source (its constructors did not "
+                        "run?)", name);
+        return NULL;
+    }
+    if (accpy_cl.package_program && accpy_cl.package_sources == count) return accpy_cl.package_program;
+    for (s = accpy_cl.sources; s; s = s->next) bytes += strlen(s->prelude) + strlen(s->text) + 2;
+    if (!(text = (char*)malloc(bytes))) {
+        accpy_set_error("out of host memory assembling the package's OpenCL program (%zu bytes)", bytes);
+        return NULL;
+    }
+    text[0] = '\0';
+    for (s = accpy_cl.sources; s; s = s->next) {
+        for (t = accpy_cl.sources; t != s && strcmp(t->prelude, s->prelude); t = t->next) {}
+        if (t != s) continue; /* (an earlier kernel's prelude is the same text) */
+        used += (size_t)sprintf(text + used, "%s\n", s->prelude);
+        line += accpy_cl_count_lines(s->prelude) + 1;
+    }
+    for (s = accpy_cl.sources; s; s = s->next) {
+        s->first_line = line;
+        used += (size_t)sprintf(text + used, "%s\n", s->text);
+        line += accpy_cl_count_lines(s->text) + 1;
+    }
+    free(accpy_cl.package_program);
+    accpy_cl.package_program = text;
+    accpy_cl.package_sources = count;
+    return text;
+}
+
+/* This thread's kernel `name` of the package's program on the library's own device (built once
+ * per process, with every kernel of the package); NULL + error. */
+ACCPY_CL_FN accpy_cl_kernel* accpy_cl_package_kernel(const char* name) {
+    accpy_cl_kernel* k = NULL;
+    struct accpy_cl_program_entry* entry;
+    const char* program;
+    pthread_mutex_lock(&accpy_cl.lock);
+    if (!accpy_cl_ready_locked() && (program = accpy_cl_package_program_locked(name)) != NULL &&
+        (entry = accpy_cl_program_on_locked(accpy_cl.context, accpy_cl.device, program, name, "")) != NULL)
+        k = accpy_cl_thread_kernel_locked(entry, name);
+    pthread_mutex_unlock(&accpy_cl.lock);
+    return k;
+}
+
+/* The context and device of the caller's `queue` (lock held, library loaded); 0 ok, else error. */
+ACCPY_CL_FN int accpy_cl_queue_target_locked(accpy_cl_command_queue queue, accpy_cl_context* context,
+                                            accpy_cl_device_id* device, const char* what) {
+    accpy_cl_int err;
+    if (!queue) {
+        accpy_set_error("%s: the command queue is NULL (expected the caller's cl_command_queue)", what);
+        return 1;
+    }
+    err = accpy_cl.api.GetCommandQueueInfo(queue, ACCPY_CL_QUEUE_CONTEXT, sizeof *context, context, NULL);
+    if (err == ACCPY_CL_SUCCESS)
+        err = accpy_cl.api.GetCommandQueueInfo(queue, ACCPY_CL_QUEUE_DEVICE, sizeof *device, device, NULL);
+    if (err != ACCPY_CL_SUCCESS) {
+        accpy_set_error("%s: clGetCommandQueueInfo on the caller's queue failed: %s (%d) (not a valid "
+                        "cl_command_queue?)", what, accpy_cl_error_name(err), (int)err);
+        return 1;
+    }
+    return 0;
+}
+
+/* This thread's kernel `name` of the package's program built for the context and device of the
+ * caller's `queue` (once per (context, device)); NULL + error. ACCPY_OPENCL_DEVICE plays no part. */
+ACCPY_CL_FN accpy_cl_kernel* accpy_cl_queue_kernel(accpy_cl_command_queue queue, const char* name) {
+    accpy_cl_kernel* k = NULL;
+    struct accpy_cl_program_entry* entry;
+    accpy_cl_context context;
+    accpy_cl_device_id device;
+    const char* program;
+    pthread_mutex_lock(&accpy_cl.lock);
+    if ((accpy_cl.library || !accpy_cl_load_library()) && !accpy_cl_queue_target_locked(queue, &context, &device, name)
+        && (program = accpy_cl_package_program_locked(name)) != NULL &&
+        (entry = accpy_cl_program_on_locked(context, device, program, name, "")) != NULL)
+        k = accpy_cl_thread_kernel_locked(entry, name);
+    pthread_mutex_unlock(&accpy_cl.lock);
+    return k;
+}
+
+/* Check the caller's buffer `buf` for argument `what` of `fn`: of the queue's context, at least
+ * `bytes` long (NULL is accepted for 0 bytes); 0 ok, else the error set, naming the argument. */
+ACCPY_CL_FN int accpy_cl_check_buffer(accpy_cl_command_queue queue, void* buf, size_t bytes, const char* fn,
+                                      const char* what) {
+    accpy_cl_context mine = NULL, theirs = NULL;
+    size_t size = 0;
+    accpy_cl_int err;
+    if (!buf) {
+        if (!bytes) return 0;
+        accpy_set_error("%s: argument %s is a NULL buffer, expected a cl_mem of at least %zu bytes", fn, what, bytes);
+        return 1;
+    }
+    err = accpy_cl.api.GetCommandQueueInfo(queue, ACCPY_CL_QUEUE_CONTEXT, sizeof mine, &mine, NULL);
+    if (err == ACCPY_CL_SUCCESS)
+        err = accpy_cl.api.GetMemObjectInfo((accpy_cl_mem)buf, ACCPY_CL_MEM_CONTEXT, sizeof theirs, &theirs, NULL);
+    if (err == ACCPY_CL_SUCCESS)
+        err = accpy_cl.api.GetMemObjectInfo((accpy_cl_mem)buf, ACCPY_CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != ACCPY_CL_SUCCESS) {
+        accpy_set_error("%s: argument %s: clGetMemObjectInfo failed: %s (%d) (not a valid cl_mem?)", fn, what,
+                        accpy_cl_error_name(err), (int)err);
+        return 1;
+    }
+    if (mine != theirs) {
+        accpy_set_error("%s: argument %s is a buffer of another OpenCL context than the queue's; every buffer "
+                        "must belong to the queue's context", fn, what);
+        return 1;
+    }
+    if (size < bytes) {
+        accpy_set_error("%s: argument %s is a buffer of %zu bytes, and the call reads or writes %zu", fn, what, size,
+                        bytes);
+        return 1;
+    }
+    return 0;
 }
 
 /* How many programs this library has built (a debug counter: a cache hit builds none). */
@@ -530,34 +788,43 @@ ACCPY_CL_FN void accpy_cl_format_sizes(char* out, size_t cap, unsigned dims, con
 /* Set the error of a failed launch: the error's name, the sizes, and the group limits. */
 ACCPY_CL_FN void accpy_cl_report_launch_failure(accpy_cl_kernel* k, unsigned dims, const size_t* global,
                                            const size_t* local, accpy_cl_int err, const char* what) {
-    char g[96], l[96];
+    char g[96], l[96], where[320];
     size_t kernel_max = 0, device_max = 0;
     accpy_cl_format_sizes(g, sizeof g, dims, global);
     if (local) accpy_cl_format_sizes(l, sizeof l, dims, local);
     else strcpy(l, "chosen by the runtime");
-    accpy_cl.api.GetKernelWorkGroupInfo(k->handle, accpy_cl.device, ACCPY_CL_KERNEL_WORK_GROUP_SIZE,
+    accpy_cl.api.GetKernelWorkGroupInfo(k->handle, k->device, ACCPY_CL_KERNEL_WORK_GROUP_SIZE,
                                         sizeof kernel_max, &kernel_max, NULL);
-    accpy_cl.api.GetDeviceInfo(accpy_cl.device, ACCPY_CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof device_max,
-                               &device_max, NULL);
+    accpy_cl.api.GetDeviceInfo(k->device, ACCPY_CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof device_max, &device_max,
+                               NULL);
+    accpy_cl_describe_device(k->device, where, sizeof where);
     accpy_set_error("%s of kernel '%s' failed: %s (%d); global size %s, work-group (local) size %s; this kernel "
-                    "allows at most %zu work-items per group on device %u:%u (%s, at most %zu)%s", what, k->name,
-                    accpy_cl_error_name(err), (int)err, g, l, kernel_max, accpy_cl.platform_index,
-                    accpy_cl.device_index, accpy_cl.device_name, device_max,
+                    "allows at most %zu work-items per group on %s (at most %zu)%s", what, k->name,
+                    accpy_cl_error_name(err), (int)err, g, l, kernel_max, where, device_max,
                     err == ACCPY_CL_INVALID_WORK_GROUP_SIZE
                         ? "; each local size must divide its global size and their product stay within the limit"
                         : "");
 }
 
-ACCPY_CL_FN int accpy_cl_launch(accpy_cl_kernel* k, unsigned dims, const size_t global[3],
-                                                   const size_t local[3]) {
+/* 0 when `dims` is 1..3 and every global size is nonzero (a launch to make), 1 for an empty range,
+ * -1 with the error set for a bad `dims`. */
+ACCPY_CL_FN int accpy_cl_launch_range(accpy_cl_kernel* k, unsigned dims, const size_t global[3]) {
     unsigned d;
-    accpy_cl_int err;
     if (dims < 1 || dims > 3) {
-        accpy_set_error("accpy_cl_launch of kernel '%s': dims=%u, expected 1, 2 or 3", k->name, dims);
-        return 1;
+        accpy_set_error("the launch of kernel '%s': dims=%u, expected 1, 2 or 3", k->name, dims);
+        return -1;
     }
     for (d = 0; d < dims; ++d)
-        if (global[d] == 0) return 0; /* an empty range: nothing to run */
+        if (global[d] == 0) return 1; /* an empty range: nothing to run */
+    return 0;
+}
+
+/* Launch `k` on the library's queue and wait for it (the launcher reads its buffers back next). */
+ACCPY_CL_FN int accpy_cl_launch(accpy_cl_kernel* k, unsigned dims, const size_t global[3],
+                                                   const size_t local[3]) {
+    accpy_cl_int err;
+    int range = accpy_cl_launch_range(k, dims, global);
+    if (range) return range < 0;
     err = accpy_cl.api.EnqueueNDRangeKernel(accpy_cl.queue, k->handle, dims, NULL, global, local, 0, NULL, NULL);
     if (err != ACCPY_CL_SUCCESS) {
         accpy_cl_report_launch_failure(k, dims, global, local, err, "clEnqueueNDRangeKernel");
@@ -566,6 +833,33 @@ ACCPY_CL_FN int accpy_cl_launch(accpy_cl_kernel* k, unsigned dims, const size_t 
     err = accpy_cl.api.Finish(accpy_cl.queue);
     if (err != ACCPY_CL_SUCCESS) {
         accpy_cl_report_launch_failure(k, dims, global, local, err, "clFinish after the launch");
+        return 1;
+    }
+    return 0;
+}
+
+/* Enqueue `k` on the caller's `queue`, without waiting: the queue's order makes what the caller
+ * enqueues next (a read, another kernel) see its writes, and what it enqueued before be seen by it,
+ * as for the caller's own kernels; on an out-of-order queue, barriers before and after the launch
+ * keep that order. 0 ok, else the error set. */
+ACCPY_CL_FN int accpy_cl_launch_on_queue(accpy_cl_kernel* k, accpy_cl_command_queue queue, unsigned dims,
+                                         const size_t global[3], const size_t local[3]) {
+    accpy_cl_ulong properties = 0;
+    accpy_cl_int err;
+    int range = accpy_cl_launch_range(k, dims, global), ordered;
+    if (range) return range < 0;
+    accpy_cl.api.GetCommandQueueInfo(queue, ACCPY_CL_QUEUE_PROPERTIES, sizeof properties, &properties, NULL);
+    ordered = (properties & ACCPY_CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
+    err = ordered ? accpy_cl.api.EnqueueBarrierWithWaitList(queue, 0, NULL, NULL) : ACCPY_CL_SUCCESS;
+    if (err == ACCPY_CL_SUCCESS)
+        err = accpy_cl.api.EnqueueNDRangeKernel(queue, k->handle, dims, NULL, global, local, 0, NULL, NULL);
+    if (err != ACCPY_CL_SUCCESS) {
+        accpy_cl_report_launch_failure(k, dims, global, local, err, "clEnqueueNDRangeKernel on the caller's queue");
+        return 1;
+    }
+    err = ordered ? accpy_cl.api.EnqueueBarrierWithWaitList(queue, 0, NULL, NULL) : ACCPY_CL_SUCCESS;
+    if (err != ACCPY_CL_SUCCESS) {
+        accpy_cl_report_launch_failure(k, dims, global, local, err, "clEnqueueBarrierWithWaitList after the launch");
         return 1;
     }
     return 0;

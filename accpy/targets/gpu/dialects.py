@@ -31,9 +31,16 @@ CUDA_C = Dialect(
     atomics=tuple(((op, t), f"atomic{op.capitalize()}({{ptr}}, {{value}})") for op in ("add", "max", "min")
                   for t in ("int32", "uint32")) + ((("add", "float32"), "atomicAdd({ptr}, {value})"),))
 
+# (queues and buffers as `struct _cl_command_queue*` / `struct _cl_mem*`: the types cl_command_queue and
+# cl_mem are in OpenCL's headers, so a C caller passes its own without a cast, and accpy's header
+# needs none of OpenCL's)
 OPENCL_RUNTIME = DeviceRuntime(
     header="gpu/accpy_opencl.h", handle_type="accpy_cl_kernel", kernel_get="accpy_cl_kernel_get",
     alloc="accpy_cl_alloc", write="accpy_cl_write", read="accpy_cl_read", free="accpy_cl_free",
-    set_arg="accpy_cl_set_arg", launch="accpy_cl_launch", grid_total=True)
+    set_arg="accpy_cl_set_arg", launch="accpy_cl_launch", grid_total=True,
+    source_type="struct accpy_cl_source", register="accpy_cl_register", package_kernel="accpy_cl_package_kernel",
+    name="OpenCL", queue_type="struct _cl_command_queue*", buffer_type="struct _cl_mem*",
+    queue_kernel="accpy_cl_queue_kernel", check_buffer="accpy_cl_check_buffer",
+    queue_launch="accpy_cl_launch_on_queue")
 
 DIALECTS = {"opencl": OPENCL_C, "cuda": CUDA_C}
