@@ -89,12 +89,24 @@ def run_unittest(job: dict) -> dict:
 
 
 def run_program(job: dict) -> dict:
+    """Run a documentation program; a script's folder is on the import path while it runs (its
+    sibling modules, imported fresh for each program)."""
     namespace = {"__name__": "__main__", "__file__": job["path"]}
+    folder = job.get("folder") or ""
+    before = set(sys.modules)
+    if folder:
+        sys.path.insert(0, folder)
     try:
         exec(compile(job["source"], "<program>", "exec"), namespace)
     except BaseException:
         c = classify_error(sys.exc_info())
         return {"outcome": c.pop("kind")} | c
+    finally:
+        if folder:
+            sys.path.remove(folder)
+            for name in set(sys.modules) - before:
+                if os.path.dirname(getattr(sys.modules[name], "__file__", None) or "") == folder:
+                    del sys.modules[name]
     return {"outcome": "pass"}
 
 

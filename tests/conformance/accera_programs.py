@@ -18,6 +18,7 @@ IR_TEXT = re.compile(r"file_checker\(|make_asm_sequence_filechecker|FileCheck")
 INTERNALS = re.compile(r"\b(NativeArray|_MemoryLayout|_Module|_SetActiveModule|_ClearActiveModule|"
                        r"_ResolveConstantDataReference|_Valor|ViewAdapter|_Dim3|_GetTargetDeviceFromName|"
                        r"CompilerOptions|ModuleScope|_create_function|_default_module)\b")
+VULKAN = re.compile(r"(?i)vulkan")
 SCOPE_RULES = (
     ("gpu", GPU, "targets a GPU (CUDA/ROCm/Vulkan, MMA, barriers, grid units, bind)"),
     ("ir_text", IR_TEXT, "checks Accera's MLIR / LLVM IR / assembly text (FileCheck)"),
@@ -27,6 +28,8 @@ SCOPES = {"in": "in scope"} | {name: why for name, _, why in SCOPE_RULES} | {
     "fragment": "documentation fragment, not a complete program (uses names it never defines)",
     "not_python": "documentation block that is not Python (pseudo-code or output)",
     "accera_doc_error": "documentation example that fails in Accera too (read, not run)",
+    "vulkan": "targets Vulkan (accpy has no Vulkan runtime)",
+    "cpu": "not a GPU program (the default run measures it; this run is `--gpu`)",
 }
 # Documentation examples that are wrong for Accera itself, found by reading them against Accera's API
 ACCERA_DOC_ERRORS = {
@@ -48,6 +51,7 @@ class Program:
     cls: str = ""
     method: str = ""
     source: str = ""  # program: its whole text
+    folder: str = ""  # program: a script's folder (its sibling modules import from there)
     decorators: list = field(default_factory=list)
 
     @property
@@ -58,14 +62,25 @@ class Program:
         """What a worker needs to run it."""
         if self.kind == "unittest":
             return {"kind": "unittest", "module": Path(self.file).stem, "cls": self.cls, "method": self.method}
-        return {"kind": "program", "path": self.file, "source": self.source}
+        return {"kind": "program", "path": self.file, "source": self.source, "folder": self.folder}
 
 
-def classify(text: str, file_name: str = "") -> tuple[str, str]:
-    """(scope, why) of a program from its text: GPU, then IR text, then internals, else in scope."""
-    if file_name == "mfma_tests.py":
+def classify(text: str, file_name: str = "", gpu: bool = False) -> tuple[str, str]:
+    """(scope, why) of a program from its text: GPU, then IR text, then internals, else in scope.
+    With `gpu` (a `--gpu` run) it is the other way round: the GPU programs are in scope (Vulkan
+    ones excepted), every other program out of scope as "cpu"."""
+    is_gpu = file_name == "mfma_tests.py" or GPU.search(text) is not None
+    if gpu:
+        if not is_gpu:
+            return "cpu", SCOPES["cpu"]
+        if VULKAN.search(text):
+            return "vulkan", SCOPES["vulkan"]
+        rules = SCOPE_RULES[1:]
+    else:
+        rules = SCOPE_RULES
+    if file_name == "mfma_tests.py" and not gpu:
         return "gpu", "Accera's GPU tensorization tests (mfma_tests.py)"
-    for name, rule, why in SCOPE_RULES:
+    for name, rule, why in rules:
         m = rule.search(text)
         if m:
             return name, f"{why}: {m.group(0)!r}"
@@ -87,8 +102,9 @@ def _called_names(node) -> tuple[set, set]:
     return methods, functions
 
 
-def collect_tests(test_dir: Path) -> list[Program]:
-    """Every test method of Accera's test files, with its scope from its text and its helpers'."""
+def collect_tests(test_dir: Path, gpu: bool = False) -> list[Program]:
+    """Every test method of Accera's test files, with its scope from its text and its helpers'
+    (`gpu`: classified for a `--gpu` run)."""
     out = []
     for file_name in TEST_FILES:
         path = Path(test_dir) / file_name
@@ -122,7 +138,7 @@ def collect_tests(test_dir: Path) -> list[Program]:
                     parts.append(segment(node))
                     ms, fs = _called_names(node)
                     todo += [methods[m] for m in ms if m in methods] + [module_funcs[f] for f in fs if f in module_funcs]
-                scope, why = classify(name + "\n" + "\n".join(parts), file_name)
+                scope, why = classify(name + "\n" + "\n".join(parts), file_name, gpu)
                 decos = [segment(d).strip().lstrip("@") for d in fn.decorator_list]
                 out.append(Program(id=f"{path.stem}::{cls.name}::{name}", kind="unittest", scope=scope,
                                    scope_detail=why, file=str(path), cls=cls.name, method=name, decorators=decos))
@@ -152,25 +168,26 @@ def _free_names(tree: ast.AST) -> set:
     return used - bound
 
 
-def _doc_program(pid: str, rel: str, source: str) -> Program:
+def _doc_program(pid: str, rel: str, source: str, gpu: bool = False, folder: str = "") -> Program:
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
         return Program(pid, "program", "not_python", f"{SCOPES['not_python']}: line {e.lineno}: {e.msg}",
                        file=rel, source=source)
-    scope, why = classify(rel + "\n" + source)
+    scope, why = classify(rel + "\n" + source, gpu=gpu)
     if scope == "in" and rel in ACCERA_DOC_ERRORS:
         scope, why = "accera_doc_error", f"{SCOPES['accera_doc_error']}: {ACCERA_DOC_ERRORS[rel]}"
     if scope == "in":
         free = sorted(_free_names(tree))
         if free:
             scope, why = "fragment", f"{SCOPES['fragment']}: {', '.join(free[:6])}"
-    return Program(pid, "program", scope, why, file=rel, source=source)
+    return Program(pid, "program", scope, why, file=rel, source=source, folder=folder)
 
 
-def collect_docs(checkout: Path) -> list[Program]:
+def collect_docs(checkout: Path, gpu: bool = False) -> list[Program]:
     """Each documentation page is one program (its python blocks in order); each script of the
-    tutorials is one program."""
+    tutorials is one program, run with its folder on the import path (`gpu`: classified for a
+    `--gpu` run)."""
     checkout = Path(checkout)
     out = []
     for folder in DOC_FOLDERS:
@@ -179,7 +196,7 @@ def collect_docs(checkout: Path) -> list[Program]:
             if path.suffix == ".md":
                 blocks = _FENCE.findall(path.read_text(errors="replace"))
                 if blocks:
-                    out.append(_doc_program(f"docs::{rel}", rel, "\n".join(blocks)))
+                    out.append(_doc_program(f"docs::{rel}", rel, "\n".join(blocks), gpu))
             elif path.suffix == ".py":
-                out.append(_doc_program(f"docs::{rel}", rel, path.read_text(errors="replace")))
+                out.append(_doc_program(f"docs::{rel}", rel, path.read_text(errors="replace"), gpu, str(path.parent)))
     return out

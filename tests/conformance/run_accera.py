@@ -192,6 +192,9 @@ def main(argv=None) -> int:
                                                  "for a whole run, the cache folder otherwise)")
     ap.add_argument("--json", type=Path, help="per-program outcomes (default: beside the report, accera_results.json)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no line per program")
+    ap.add_argument("--gpu", action="store_true",
+                    help="measure the GPU programs instead (run on the OpenCL device, each GPU function checked "
+                         "in DEBUG mode; report RESULTS_GPU.md)")
     args = ap.parse_args(argv)
 
     try:
@@ -199,13 +202,14 @@ def main(argv=None) -> int:
     except WheelUnavailable as e:
         print(f"run_accera: {e}", file=sys.stderr)
         return 2
-    programs = collect_tests(wheel / "test")
+    programs = collect_tests(wheel / "test", gpu=args.gpu)
     if args.docs:
-        programs += collect_docs(args.docs)
+        programs += collect_docs(args.docs, gpu=args.gpu)
     chosen = select_programs(programs, args.pattern, args.every)
     whole = not args.pattern and not args.every
-    report = args.results or (HERE / "RESULTS.md" if whole else cache_root() / "last_run" / "RESULTS.md")
-    out_json = args.json or report.with_name("accera_results.json")
+    report_name = "RESULTS_GPU.md" if args.gpu else "RESULTS.md"
+    report = args.results or (HERE / report_name if whole else cache_root() / "last_run" / report_name)
+    out_json = args.json or report.with_name("accera_results_gpu.json" if args.gpu else "accera_results.json")
     scratch = Path(tempfile.mkdtemp(prefix="accera-conformance-", dir=cache_root()))
     t0 = time.perf_counter()
     try:

@@ -96,6 +96,52 @@ def test_scope_rules_read_the_text(text, scope):
     assert classify(text)[0] == scope
 
 
+@pytest.mark.parametrize("text, scope", [
+    ("target = Target(Target.Model.NVIDIA_RTX_A6000)", "in"),
+    ("target = Target(Target.Model.AMD_MI100)\nv.file_checker('*.cu').check('mma')", "ir_text"),
+    ("target = Target(Target.Runtime.VULKAN)", "vulkan"),
+    ("plan.vectorize(ii)", "cpu"),
+])
+def test_a_gpu_run_measures_the_gpu_programs_only(text, scope):
+    assert classify(text, gpu=True)[0] == scope
+    assert classify("", "mfma_tests.py", gpu=True)[0] == "in"
+
+
+@pytest.fixture
+def needs_opencl():
+    """Skip (or fail where ACCPY_REQUIRE_OPENCL=1) without an OpenCL device."""
+    from accpy.targets.gpu import tools
+
+    why = tools.opencl_available()
+    if why is not None:
+        if __import__("os").environ.get("ACCPY_REQUIRE_OPENCL") == "1":
+            pytest.fail(f"an OpenCL device is required here (ACCPY_REQUIRE_OPENCL=1) but: {why}")
+        pytest.skip(f"an OpenCL device is missing: {why}")
+
+
+def test_a_gpu_package_is_run_and_checked_on_the_device(tmp_path, needs_opencl):
+    # the shim builds a GPU function's package again in DEBUG mode and runs it on random inputs:
+    # a kernel computing other values than its nest raises
+    r = _shim("""
+        import os; os.chdir(TMP)
+        import accera as acc
+        A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(64, 64))
+        nest = acc.Nest(shape=(64, 64)); i, j = nest.get_indices()
+        @nest.iteration_logic
+        def _():
+            A[i, j] += 1.0
+        s = nest.create_schedule(); ii = s.split(i, 16); jj = s.split(j, 16); s.reorder(i, j, ii, jj)
+        target = acc.Target(acc.Target.Model.NVIDIA_A100); plan = s.create_plan(target)
+        plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
+                   jj: target.GridUnit.THREAD_X})
+        pkg = acc.Package(); pkg.add(plan, args=(A,), base_name="inc")
+        pkg.build("inc", format=acc.Package.Format.HAT_SOURCE)
+        print(sorted(os.listdir("inc_run")))
+    """.replace("TMP", repr(str(tmp_path))))
+    assert r.returncode == 0, r.stderr
+    assert "'inc_run.hat'" in r.stdout
+
+
 def test_tests_take_the_scope_of_the_helpers_they_call(tmp_path):
     (tmp_path / "smoke_tests.py").write_text(textwrap.dedent("""
         import unittest
