@@ -17,7 +17,7 @@ GPU = re.compile(r"(?i)gpu|cuda|rocm|vulkan|mfma|\bmma|MMA[A-Z_]|GridUnits?\b|\b
 IR_TEXT = re.compile(r"file_checker\(|make_asm_sequence_filechecker|FileCheck")
 INTERNALS = re.compile(r"\b(NativeArray|_MemoryLayout|_Module|_SetActiveModule|_ClearActiveModule|"
                        r"_ResolveConstantDataReference|_Valor|ViewAdapter|_Dim3|_GetTargetDeviceFromName|"
-                       r"CompilerOptions|ModuleScope|_create_function|_default_module)\b")
+                       r"CompilerOptions|ModuleScope|_create_function|_default_module|_create_tensorizable_plan)\b")
 VULKAN = re.compile(r"(?i)vulkan")
 SCOPE_RULES = (
     ("gpu", GPU, "targets a GPU (CUDA/ROCm/Vulkan, MMA, barriers, grid units, bind)"),
