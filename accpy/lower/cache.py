@@ -36,6 +36,7 @@ from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
 from .cache_checks import check_not_spanning_units, check_threads_apart
 from ..targets.library import grouped_block, libraries_for, memory
+from ..targets.tensor_unit import memory_unit
 from .cache_levels import resolved_level, single_iteration_sites
 from .grouped_copy import grouped_copy
 
@@ -123,7 +124,14 @@ def insert_caches(stmt, request, symbols, owners=None):
     buffers: dict = {}
     out_bufs = []
     fills: dict = {}
+    held: set = set()
     for c in caches:
+        if held_by_tiles(c, request.target):
+            held.add(c.key)
+            continue  # the tensor unit's pass places it (its tiles' fragments)
+        if c.outer in held:
+            raise ScheduleError(f"cache of {c.array_name}: its source is a cache in {by_key[c.outer].memory!r}, "
+                                f"which the tensor unit's tiles hold; cache the array itself")
         level = resolved_level(c, by_key, stmt, space, symbols, single)
         site_var = space.dims[n - level].var if level > 0 else single[1]
         trig_var = space.dims[n - c.trigger_level].var if c.trigger_level is not None else None
@@ -161,6 +169,19 @@ def insert_caches(stmt, request, symbols, owners=None):
         elif info.alias:
             buffers[c.key] = info.source  # a thrifty cache that needed no copy
     return stmt, out_bufs, fills
+
+
+def held_by_tiles(c, target) -> bool:
+    """Whether cache request `c` lives in a memory that a tensor unit of `target` holds in its tiles'
+    registers (a unit's `memories`, none of which a library registers for the cache pass): its
+    library's lowering places it. ScheduleError for a memory that no library of `target` has."""
+    if c.memory is None or memory(c.memory) is not None:
+        return False
+    if memory_unit(target, c.memory) is None:
+        raise ScheduleError(f"cache of {c.array_name}: target {getattr(target, 'name', target)} has no memory "
+                            f"{c.memory!r} (MemorySpace.{c.memory.upper()}); leave location= out or pick one "
+                            f"of its memories")
+    return True
 
 
 class _NoPanels(ScheduleError):

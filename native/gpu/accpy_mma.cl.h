@@ -272,4 +272,154 @@ ACCPY_MMA_TILE_ALL(u8, uchar, int, 8)
 #define ACCPY_MMA_SCRATCH_BYTES_S8 384
 #define ACCPY_MMA_SCRATCH_BYTES_U8 384
 
+/* == AMD matrix cores: v_mfma_* of CDNA1 / CDNA2 on 64-lane wavefronts ============================
+ * Accera's AMD shapes M<M>xN<N>xK<K>_B<B> (M = N = R * B) as the B instructions of an MFMA with
+ * R x R x K blocks, used with the A broadcast (abid = q): instruction q computes rows R*q .. R*q+R-1
+ * of D for all N columns. Ownership (accpy/targets/gpu/mfma.py, checked against AMD's matrix
+ * instruction calculator): with g = lane / R, r = lane % R, kpl = M * K / 64, slot s of A (M x K)
+ * holds A[r + R * (g % B)][(g / B) * kpl + s], of B (K x N) B[(g / B) * kpl + s][r + R * (g % B)];
+ * slot v of one instruction's D (R x N) is block b = v / (R*R/64), w = v % (R*R/64): row
+ * 4 * (64/R) * (w / 4) + 4 * (lane / R) + w % 4, column R * b + r.
+ *
+ * Wavefronts: 64 consecutive work-items by linear local id (lane = id % 64, wave = id / 64:
+ * accpy_mfma_lane(), accpy_mfma_wave()); the work-group size must be a multiple of 64.
+ * Fragments are arrays of 32-bit words, one slot per word (a float's bits, or an int): A and B
+ * take at most ACCPY_MFMA_WORDS_AB words, one instruction's C at most ACCPY_MFMA_WORDS_C.
+ * Input types <t>: f32 (float), f16 (half, read with vload_half), bf16 (ushort encodings), s8
+ * (char); accumulators float (int for s8).
+ *
+ *   accpy_mfma_tile_load_a_<t>_<as>(uint* f, const <as> void* base, long rs, long cs, uint lane,
+ *                                   int R, int B, int K)   A[r][k] at base[r * rs + k * cs]
+ *   accpy_mfma_tile_load_b_<t>_<as>(...same...)            B[k][c] at base[k * rs + c * cs]
+ *   accpy_mfma_tile_load_c_<t>_<as>(uint* f, const <as> void* base, long rs, long cs, uint lane,
+ *                                   int R, int B)          one instruction's R x N tile of C
+ *   accpy_mfma_tile_store_c_<t>_<as>(const uint* f, <as> void* base, long rs, long cs, uint lane,
+ *                                    int R, int B)
+ *   accpy_mfma_tile_sync_<t>(uint* d, const uint* a, const uint* b, __local void* scratch,
+ *                            uint wave, uint lane, int R, int B, int K, int q)
+ *     d (instruction q's D) = A[R*q.., :] @ B + d. Every work-item of the work-group calls it
+ *     together (two barriers); `scratch` holds ACCPY_MFMA_SCRATCH_WORDS words per wavefront. Each
+ *     lane scatters its A and B slots, barrier, sums its own D slots over k = 0 .. K-1 in order
+ *     (float; 32-bit wrapping for s8), barrier.
+ *   accpy_mfma_tile_{set,scale}_c_<t>(uint* f, ACC v, int n), accpy_mfma_tile_{relu,relu_nc}_c_<t>
+ *     (uint* f, int n): Accera's MMAFragmentOp on the n words of a C fragment.
+ */
+#define ACCPY_MFMA_WAVE 64
+#define ACCPY_MFMA_WORDS_AB 4
+#define ACCPY_MFMA_WORDS_C 32
+#define ACCPY_MFMA_SCRATCH_WORDS 512
+#define ACCPY_MFMA_SCRATCH_BYTES 2048
+
+ACCPY_MMA_FN uint accpy_mfma_lane(void) { return accpy_mma_linear_id() % ACCPY_MFMA_WAVE; }
+ACCPY_MMA_FN uint accpy_mfma_wave(void) { return accpy_mma_linear_id() / ACCPY_MFMA_WAVE; }
+
+/* slot s of A (x = row, y = k) or, read as (y = k, x = column), of B */
+ACCPY_MMA_FN int2 accpy_mfma_coord_ab(uint lane, int s, int R, int B, int K) {
+    int g = (int)lane / R, r = (int)lane % R, kpl = R * B * K / ACCPY_MFMA_WAVE;
+    return (int2)(r + R * (g % B), (g / B) * kpl + s);
+}
+/* slot v of one instruction's D: (x = row, y = column) */
+ACCPY_MMA_FN int2 accpy_mfma_coord_c(uint lane, int v, int R) {
+    int per = R * R / ACCPY_MFMA_WAVE, b = v / per, w = v % per;
+    return (int2)(4 * (ACCPY_MFMA_WAVE / R) * (w / 4) + 4 * ((int)lane / R) + w % 4, R * b + (int)lane % R);
+}
+
+#define ACCPY_MFMA_READ_f32(p, off) ((p)[(off)])
+#define ACCPY_MFMA_READ_f16(p, off) vload_half((size_t)(off), (p))
+#define ACCPY_MFMA_READ_bf16(p, off) as_float(((uint)(p)[(off)]) << 16)
+#define ACCPY_MFMA_READ_s8(p, off) ((int)(p)[(off)])
+#define ACCPY_MFMA_WORD_float(x) as_uint(x)
+#define ACCPY_MFMA_WORD_int(x) ((uint)(x))
+#define ACCPY_MFMA_VALUE_float(w) as_float(w)
+#define ACCPY_MFMA_VALUE_int(w) ((int)(w))
+
+#define ACCPY_MFMA_MEMORY(T, ST, ACC, AS, SUF)                                                      \
+    ACCPY_MMA_FN void accpy_mfma_tile_load_a_##T##_##SUF(uint* f, const AS void* base, long rs,     \
+                                                          long cs, uint lane, int R, int B, int K) { \
+        const AS ST* p = (const AS ST*)base;                                                        \
+        for (int s = 0; s < R * B * K / ACCPY_MFMA_WAVE; ++s) {                                     \
+            int2 rk = accpy_mfma_coord_ab(lane, s, R, B, K);                                        \
+            f[s] = ACCPY_MFMA_WORD_##ACC(ACCPY_MFMA_READ_##T(p, rk.x * rs + rk.y * cs));            \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_load_b_##T##_##SUF(uint* f, const AS void* base, long rs,     \
+                                                          long cs, uint lane, int R, int B, int K) { \
+        const AS ST* p = (const AS ST*)base;                                                        \
+        for (int s = 0; s < R * B * K / ACCPY_MFMA_WAVE; ++s) {                                     \
+            int2 ck = accpy_mfma_coord_ab(lane, s, R, B, K);                                        \
+            f[s] = ACCPY_MFMA_WORD_##ACC(ACCPY_MFMA_READ_##T(p, ck.y * rs + ck.x * cs));            \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_load_c_##T##_##SUF(uint* f, const AS void* base, long rs,     \
+                                                          long cs, uint lane, int R, int B) {       \
+        const AS ACC* p = (const AS ACC*)base;                                                      \
+        for (int v = 0; v < R * R * B / ACCPY_MFMA_WAVE; ++v) {                                     \
+            int2 rc = accpy_mfma_coord_c(lane, v, R);                                               \
+            f[v] = ACCPY_MFMA_WORD_##ACC(p[rc.x * rs + rc.y * cs]);                                 \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_store_c_##T##_##SUF(const uint* f, AS void* base, long rs,    \
+                                                           long cs, uint lane, int R, int B) {      \
+        AS ACC* p = (AS ACC*)base;                                                                  \
+        for (int v = 0; v < R * R * B / ACCPY_MFMA_WAVE; ++v) {                                     \
+            int2 rc = accpy_mfma_coord_c(lane, v, R);                                               \
+            p[rc.x * rs + rc.y * cs] = ACCPY_MFMA_VALUE_##ACC(f[v]);                                \
+        }                                                                                           \
+    }
+
+#define ACCPY_MFMA_OPS(T, ACC)                                                                      \
+    ACCPY_MMA_FN void accpy_mfma_tile_sync_##T(uint* d, const uint* a, const uint* b,               \
+                                               __local void* scratch, uint wave, uint lane, int R,  \
+                                               int B, int K, int q) {                               \
+        __local uint* sa = (__local uint*)scratch + wave * ACCPY_MFMA_SCRATCH_WORDS;                \
+        int M = R * B;                                                                              \
+        __local uint* sb = sa + M * K;                                                              \
+        for (int s = 0; s < M * K / ACCPY_MFMA_WAVE; ++s) {                                         \
+            int2 lk = accpy_mfma_coord_ab(lane, s, R, B, K);                                        \
+            sa[lk.x * K + lk.y] = a[s];                                                             \
+            sb[lk.y * M + lk.x] = b[s];                                                             \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        ACC out[ACCPY_MFMA_WORDS_C];                                                                \
+        int n = R * M / ACCPY_MFMA_WAVE;                                                            \
+        for (int v = 0; v < n; ++v) {                                                               \
+            int2 rc = accpy_mfma_coord_c(lane, v, R);                                               \
+            ACC acc = ACCPY_MFMA_VALUE_##ACC(d[v]);                                                 \
+            for (int k = 0; k < K; ++k)                                                             \
+                acc = ACCPY_MMA_MAC_##ACC(acc, ACCPY_MFMA_VALUE_##ACC(sa[(R * q + rc.x) * K + k]),  \
+                                          ACCPY_MFMA_VALUE_##ACC(sb[k * M + rc.y]));                \
+            out[v] = acc;                                                                           \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        for (int v = 0; v < n; ++v) d[v] = ACCPY_MFMA_WORD_##ACC(out[v]);                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_set_c_##T(uint* f, ACC v, int n) {                            \
+        for (int i = 0; i < n; ++i) f[i] = ACCPY_MFMA_WORD_##ACC(v);                                \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_scale_c_##T(uint* f, ACC v, int n) {                          \
+        for (int i = 0; i < n; ++i) f[i] = ACCPY_MFMA_WORD_##ACC(ACCPY_MFMA_VALUE_##ACC(f[i]) * v); \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_relu_c_##T(uint* f, int n) {                                  \
+        for (int i = 0; i < n; ++i) {                                                               \
+            ACC x = ACCPY_MFMA_VALUE_##ACC(f[i]);                                                   \
+            f[i] = ACCPY_MFMA_WORD_##ACC(x > (ACC)0 ? x : (ACC)0);                                  \
+        }                                                                                           \
+    }                                                                                               \
+    ACCPY_MMA_FN void accpy_mfma_tile_relu_nc_c_##T(uint* f, int n) {                               \
+        for (int i = 0; i < n; ++i) {                                                               \
+            ACC x = ACCPY_MFMA_VALUE_##ACC(f[i]);                                                   \
+            f[i] = ACCPY_MFMA_WORD_##ACC(x * (ACC)(x > (ACC)0));                                    \
+        }                                                                                           \
+    }
+
+#define ACCPY_MFMA_ALL(T, ST, ACC)                                                                  \
+    ACCPY_MFMA_MEMORY(T, ST, ACC, __global, global)                                                 \
+    ACCPY_MFMA_MEMORY(T, ST, ACC, __local, local)                                                   \
+    ACCPY_MFMA_OPS(T, ACC)
+
+ACCPY_MFMA_ALL(f32, float, float)
+ACCPY_MFMA_ALL(f16, half, float)
+ACCPY_MFMA_ALL(bf16, ushort, float)
+ACCPY_MFMA_ALL(s8, char, int)
+
 #endif /* ACCPY_MMA_CL_H */

@@ -138,7 +138,9 @@ def test_types_the_table_lacks_are_refused():
     v100 = acc.Target(acc.Target.Model.NVIDIA_V100)
     _refused(r"NVidia V100's tensor cores have no int8 -> int32 in MMAShape.M16xN16xK16_B1; they take "
              r"float16->float16, float16->float32", ti=I8, to=I32, target=v100)
-    _refused(r"operands must be array elements converted to float32", ti=F32, to=F32)
+    _refused(r"NVidia A100's tensor cores have no float32 -> float32 in MMAShape.M16xN16xK16_B1", ti=F32, to=F32)
+    mi100 = acc.Target(acc.Target.Model.AMD_MI100)
+    _refused(r"AMD MI100's tensor cores have no uint8 -> int32", ti=U8, to=I32, target=mi100)
 
 
 def test_products_in_the_narrow_type_are_refused():
@@ -150,7 +152,8 @@ def test_shapes_accpy_does_not_emit_and_devices_without_tensor_cores_are_refused
     p100 = acc.Target(acc.Target.Model.NVIDIA_P100)
     _refused(r"NVidia P100 has no tensor instructions", target=p100)
     mi100 = acc.Target(acc.Target.Model.AMD_MI100)
-    _refused(r"warps of 64 lanes", target=mi100, ti=I8, to=I32)
+    _refused(r"M32xN8xK16_B1: AMD matrix cores \(64-lane wavefronts\) take M16xN16xK16_B1", target=mi100, ti=I8,
+             to=I32, shape=S32x8)
 
 
 def test_extents_must_match_the_shape_exactly():
