@@ -10,6 +10,7 @@ import re
 
 from ..codegen.device import launch_of
 from ..ir.expr import as_int
+from .launch import companion_grids_of, device_entry_name
 from .signature import KIND_ARRAY, KIND_DIM
 from .sources import declarations, device_grid, recorded_parameters
 
@@ -85,10 +86,12 @@ def _arg_table(info) -> dict:
     return t
 
 
-def _launch_entries(pf) -> list:
+def _launch_entries(pf, pkg_name: str, library_file: str) -> list:
     """For a function that runs on a device: its runtime, the kernel it launches and the launch's
     parameters [gx, gy, gz, bx, by, bz] (blocks, then threads per block; a string where runtime
-    sizes decide), and the kernel's own table (Accera's `device_functions`)."""
+    sizes decide), its device entries (`device_entries`: runtime, C symbol and the file that holds
+    it: the package's library, or a companion unit), and the kernel's own table (Accera's
+    `device_functions`)."""
     grid = device_grid(pf.target)
     if grid is None:
         return []
@@ -97,7 +100,11 @@ def _launch_entries(pf) -> list:
     params = [x if x is not None else "runtime" for x in blocks + threads]
     kernel = f"{fn.name}__kernel"
     runtime = getattr(pf.target.runtime, "name", str(pf.target.runtime))
+    files = [(grid, library_file)] + [(c, f"{pkg_name}{c.dialect.suffix}") for c in companion_grids_of(pf.target)]
+    entries = [{"runtime": g.runtime.name, "symbol": device_entry_name(pf.name), "file": f}
+               for g, f in files if g.runtime.has_device_entry]
     return [f"runtime = {_s(runtime)}", f"launches = {_s(kernel)}", f"launch_parameters = {_value(params)}",
+            f"device_entries = {_value(entries)}",
             "", f"[device_functions.{kernel}]", f"name = {_s(kernel)}", f"dialect = {_s(grid.dialect.name)}",
             f"launch_parameters = {_value(params)}"]
 
@@ -131,7 +138,7 @@ def hat_text(pkg_name: str, functions, description: dict, library_file: str, sta
         out.append("]")
         out.append('return = {name = "", description = "", logical_type = "void", declared_type = "void", '
                    'element_type = "void", usage = "output"}')
-        out += _launch_entries(pf)
+        out += _launch_entries(pf, pkg_name, library_file)
         out.append("")
         out.append(f"[functions.{pf.name}.auxiliary.accpy]")
         out.append(f"base_name = {_s(pf.base_name)}")

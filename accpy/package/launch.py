@@ -41,6 +41,7 @@ from ..ir.kinds import BufferRole
 from ..ir.names import c_string
 from ..ir.stmt import Function
 from ..paths import inline_native_includes, native_text
+from ..targets.library import grid_for
 
 
 def device_prelude(dialect) -> str:
@@ -284,7 +285,7 @@ class CompanionUnit:
         return "; ".join(self.grid.check_unit(self.text, path, t) for t in self.targets)
 
 
-def _companion_grids(target) -> tuple:
+def companion_grids_of(target) -> tuple:
     """The grids whose units a package for `target` writes beside its C (its libraries' choice)."""
     out = []
     for lib in target.libraries:
@@ -301,11 +302,28 @@ def companion_units(pkg_name: str, functions) -> list:
     for pf in functions:
         if hasattr(pf, "impl_source"):  # (a function calling others: host code, no kernel of its own)
             continue
-        for grid in _companion_grids(pf.target):
+        for grid in companion_grids_of(pf.target):
             groups.setdefault(id(grid), (grid, []))[1].append(pf)
     out = []
     for grid, fns in groups.values():
         text = device_unit_source(pkg_name, [pf.lowered(pf.name) for pf in fns], grid)
         targets = tuple({pf.target.name: pf.target for pf in fns}.values())
         out.append(CompanionUnit(grid.dialect.suffix.lstrip("."), text, grid, targets))
+    return out
+
+
+def device_declarations(functions) -> list:
+    """The C declarations of the device entries of a package's functions (package.PackageFunction),
+    for its header: [] when none runs through a runtime with device entries. Their queue and buffer
+    types are the runtime's own (`DeviceRuntime.queue_type`, `buffer_type`)."""
+    out = []
+    for pf in functions:
+        grid = grid_for(pf.target)
+        if hasattr(pf, "impl_source") or grid is None or grid.dialect is None or grid.runtime is None:
+            continue  # (host code: a function of calls, or a target without a device)
+        decl = device_declaration(pf.lowered(pf.name), grid)
+        if decl:
+            out.append(f"/* {pf.base_name or pf.name} on the caller's {grid.runtime.name} queue and buffers (no "
+                       f"copies, no wait): 0, or nonzero with the error set */")
+            out.append(decl)
     return out

@@ -1,6 +1,7 @@
 """Calling built packages from Python: `acc.load(...)` and the object `Package.build` returns."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib.machinery
 import importlib.util
@@ -8,8 +9,10 @@ import tomllib
 from pathlib import Path
 from typing import Optional
 
+from ..errors import KernelError
 from ..ir.types import ScalarType
 from ..paths import cache_dir
+from ..targets.grid import device_arrays
 from ..targets.library import libraries
 from ..targets.toolchain import ForeignArchitectureError, host_machine
 from .compile import compile_cxx_module_standalone, copy_atomic, file_digest, log, output_lock
@@ -178,6 +181,179 @@ class SizesFromShapes:
         return repr(self._kernel)
 
 
+_CTYPES = {"bool": "c_bool", "int8": "c_int8", "int16": "c_int16", "int32": "c_int32", "int64": "c_int64",
+           "uint8": "c_uint8", "uint16": "c_uint16", "uint32": "c_uint32", "uint64": "c_uint64",
+           "float32": "c_float", "float64": "c_double", "index": "c_int64"}
+
+
+class DeviceCall:
+    """A function that also runs on device arrays (targets/grid.py `DeviceArrays`, e.g. arrays of
+    a device library), through its device entry (package/launch.py): called with such arrays, it
+    checks them against its signature (element type, shape, strides, offset; arrays of one call
+    share a queue) and calls the entry, which launches on the arrays' queue without copies and
+    without waiting. Called with numpy arrays, it is the function itself (copies inside the call).
+    Mixing numpy and device arrays in one call is refused, as are device arrays of a runtime
+    whose entry is not in the loaded library (the error says which file holds it)."""
+
+    def __init__(self, kernel, infos: list, entries: list, library: str, library_file: str, pkg_name: str,
+                 display: str):
+        """`entries`: the function's device entries from the .hat ({runtime, symbol, file}); those in
+        `library_file` (the .hat's name of the library, loaded from the path `library`) are callable."""
+        self._kernel, self._infos, self._display = kernel, infos, display
+        self._entries = {e["runtime"]: e for e in entries}
+        self._library, self._library_file, self._pkg_name = library, library_file, pkg_name
+        self._loaded: dict = {}  # runtime -> (entry, last_error), bound on first use
+
+    def __call__(self, *args, **kwargs):
+        found = self._device_arguments(args)
+        if not found:
+            return self._kernel(*args, **kwargs)
+        if kwargs:
+            raise TypeError(f"{self._display}: device arrays are passed by position (got keywords {sorted(kwargs)})")
+        return self._run(args, found)
+
+    def _device_arguments(self, args) -> dict:
+        """{position: DeviceArrays} of the arguments that are device arrays."""
+        import numpy as np
+
+        found = {}
+        for k, a in enumerate(args):
+            if isinstance(a, (np.ndarray, np.generic, int, float, bool)):
+                continue
+            for kind in device_arrays():
+                if kind.owns(a):
+                    found[k] = kind
+                    break
+        return found
+
+    def _full_arguments(self, args) -> list:
+        """All arguments in order; runtime sizes left out of `args` are read from the arrays' shapes."""
+        n = len(self._infos)
+        if len(args) == n:
+            return list(args)
+        rest = [k for k, i in enumerate(self._infos) if i.kind != KIND_DIM]
+        if len(args) != len(rest):
+            raise TypeError(f"{self._display}: expected {n} arguments ({', '.join(i.name for i in self._infos)}), "
+                            f"or {len(rest)} without the sizes, got {len(args)}")
+        full = [None] * n
+        for pos, k in enumerate(rest):
+            full[k] = args[pos]
+        for k, info in enumerate(self._infos):
+            if info.kind == KIND_DIM:
+                src = next(((j, a.shape.index(info.name)) for j, a in enumerate(self._infos)
+                            if a.kind == KIND_ARRAY and info.name in a.shape), None)
+                if src is None:
+                    raise TypeError(f"{self._display}: no array's shape gives the size {info.name}; pass every argument")
+                full[k] = int(full[src[0]].shape[src[1]])
+        return full
+
+    def _run(self, args, found: dict):
+        kinds = set(found.values())
+        positions = {k for k, i in enumerate(self._infos) if i.kind == KIND_ARRAY}
+        full = self._full_arguments(args)
+        if len(full) != len(args):  # (positions of `found` were among the arrays given)
+            found = {k: kind for k, a in enumerate(full) for kind in kinds if kind.owns(a)}
+        plain = [k for k in positions if k not in found]
+        if plain:
+            k, j = plain[0], next(iter(found))
+            raise TypeError(f"{self._display}: argument {self._infos[k].name} is not {found[j].what} and argument "
+                            f"{self._infos[j].name} is; pass every array as numpy arrays (copied to and from the "
+                            f"device inside the call) or every array as device arrays of one kind (no copies)")
+        if len(kinds) > 1:
+            raise TypeError(f"{self._display}: the arrays given are of different kinds ("
+                            f"{', '.join(sorted(k.what for k in kinds))}); pass one kind")
+        kind = kinds.pop()
+        entry, last_error = self._entry(kind)
+        sizes = {i.name: full[k] for k, i in enumerate(self._infos) if i.kind == KIND_DIM}
+        for k, i in enumerate(self._infos):
+            if i.kind == KIND_DIM and (not isinstance(sizes[i.name], int) or sizes[i.name] < 0):
+                raise ValueError(f"{self._display}: the size {i.name} is {sizes[i.name]!r}, expected an int >= 0")
+        arrays = {i.name: full[k] for k, i in enumerate(self._infos) if i.kind == KIND_ARRAY}
+        for k, i in enumerate(self._infos):
+            if i.kind == KIND_ARRAY:
+                self._check_array(i, kind, full[k], sizes)
+        queue, buffers = kind.handles(arrays, self._display)
+        values = [ctypes.c_void_p(queue)]
+        for i, a in zip(self._infos, full):
+            values.append(ctypes.c_void_p(buffers[i.name]) if i.kind == KIND_ARRAY else self._scalar(i, a))
+        if entry(*values) != 0:
+            message = last_error()
+            raise KernelError(f"{self._display}: {message.decode(errors='replace') if message else 'failed'}")
+
+    def _entry(self, kind) -> tuple:
+        """(the device entry for `kind`'s runtime, the package's last_error) from the loaded library;
+        TypeError saying why there is none."""
+        record = self._entries.get(kind.runtime)
+        if record is None:
+            have = ", ".join(sorted(self._entries)) or "none"
+            raise TypeError(f"{self._display}: the arrays given are {kind.what}, and this function has no "
+                            f"{kind.runtime} device entry (its device entries: {have})")
+        if record["file"] != self._library_file:
+            loaded = [r for r, e in self._entries.items() if e["file"] == self._library_file]
+            raise TypeError(f"{self._display}: the arrays given are {kind.what}; its {kind.runtime} device entry "
+                            f"{record['symbol']} is in {record['file']}, which accpy does not load (the library "
+                            f"loaded here, {self._library_file}, runs on {', '.join(loaded) or 'no device'}): "
+                            f"compile that file and call the entry from it, or pass numpy arrays")
+        if kind.runtime not in self._loaded:
+            lib = ctypes.CDLL(self._library)  # (the library the binder loaded: one copy of its state)
+            entry = getattr(lib, record["symbol"])
+            entry.restype = ctypes.c_int
+            last_error = getattr(lib, f"{self._pkg_name}_last_error")
+            last_error.restype = ctypes.c_char_p
+            self._loaded[kind.runtime] = (entry, last_error)
+        return self._loaded[kind.runtime]
+
+    def _check_array(self, info: ArgInfo, kind, value, sizes: dict) -> None:
+        """ValueError naming the argument when `value`'s element type, shape, strides or offset is not
+        what the function was built for."""
+        import numpy as np
+
+        shape, strides, dtype, offset = kind.layout(value)
+        want_dtype = np.dtype("uint16") if info.dtype is ScalarType.bfloat16 else np.dtype(info.dtype.dtype)
+        where = f"{self._display}: argument {info.name}"
+        if dtype != want_dtype:
+            raise ValueError(f"{where} has element type {dtype}, expected {want_dtype}")
+        want = tuple(s if isinstance(s, int) else sizes[s] for s in info.shape)
+        if tuple(shape) != want:
+            raise ValueError(f"{where} has shape {tuple(shape)}, expected {want}")
+        want_strides = element_strides(info, want)
+        for d, (n, have, elems) in enumerate(zip(want, strides, want_strides)):
+            if n > 1 and have != elems * dtype.itemsize:
+                raise ValueError(f"{where} has strides {tuple(strides)} (bytes), expected "
+                                 f"{tuple(s * dtype.itemsize for s in want_strides)} (its layout {info.layout}); "
+                                 f"pass a copy in that layout")
+        if offset:
+            raise ValueError(f"{where} starts {offset} bytes into its buffer; the device entry takes whole "
+                             f"buffers: pass an array that starts at its buffer's start (a copy)")
+
+    def _scalar(self, info: ArgInfo, value):
+        """The ctypes value of a size or scalar argument."""
+        name = "index" if info.kind == KIND_DIM else info.dtype.name
+        if name not in _CTYPES:
+            raise TypeError(f"{self._display}: argument {info.name} is a {name} scalar, which the device path of "
+                            f"the call cannot pass yet; pass numpy arrays")
+        return getattr(ctypes, _CTYPES[name])(value)
+
+    def __getattr__(self, item):
+        return getattr(self._kernel, item)
+
+    def __repr__(self):
+        return repr(self._kernel)
+
+
+def element_strides(info: ArgInfo, shape: tuple) -> tuple:
+    """The element strides of an array argument of `shape` in its layout (explicit, first-major "C" or
+    last-major "F")."""
+    if info.layout == "S" or (info.strides and all(isinstance(s, int) for s in info.shape)):
+        return tuple(info.strides)
+    out, step = [0] * len(shape), 1
+    order = range(len(shape) - 1, -1, -1) if info.layout == "C" else range(len(shape))
+    for d in order:
+        out[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(out)
+
+
 class BuiltPackage:
     """A built package: each function is an attribute (full name and base-name alias).
 
@@ -199,10 +375,14 @@ class BuiltPackage:
         lib = str(stable_library_path(library))
         self._library_path = lib
         groups: dict = {}
+        entries, library_file = _device_entries(files.get("hat"))
         for full, base, infos, _ in functions:
             pos = position_map(infos)
             k = binder.load_kernel(lib, full, f"{name}_last_error", [i.binder_tuple(pos) for i in infos], base or "")
             self._functions[full] = SizesFromShapes.wrap(k, infos)
+            if entries.get(full):
+                self._functions[full] = DeviceCall(self._functions[full], infos, entries[full], lib, library_file,
+                                                   name, base or full)
             if base and base != full:
                 groups.setdefault(base, []).append(full)
         for base, fulls in groups.items():
@@ -263,6 +443,19 @@ class BuiltPackage:
 
     def __repr__(self):
         return f"<accpy package {self.name} at {self.output_dir}: {', '.join(self._functions)}>"
+
+
+def _device_entries(hat) -> tuple:
+    """({function's full name: its device entries}, the library's file name) from the .hat at `hat`
+    (({}, "") without one)."""
+    if hat is None or not Path(hat).exists():
+        return {}, ""
+    text = Path(hat).read_text()
+    if "device_entries" not in text:  # (most packages: no TOML to parse)
+        return {}, ""
+    meta = tomllib.loads(text)
+    entries = {full: table.get("device_entries", []) for full, table in meta.get("functions", {}).items()}
+    return entries, meta.get("dependencies", {}).get("link_target", "")
 
 
 def _infos_from_hat(fn_table: dict) -> list:

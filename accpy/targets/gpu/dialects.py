@@ -44,3 +44,5 @@ OPENCL_RUNTIME = DeviceRuntime(
     queue_launch="accpy_cl_launch_on_queue")
 
 DIALECTS = {"opencl": OPENCL_C, "cuda": CUDA_C}
+
+from . import arrays  # noqa: E402,F401  (registers the device arrays Python callers pass to device entries)

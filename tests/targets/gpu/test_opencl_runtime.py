@@ -34,6 +34,12 @@ int t_launch(void* k, unsigned dims, const size_t* global, const size_t* local) 
 }
 long t_builds(void) { return accpy_cl_build_count(); }
 int t_limits(size_t* max_group, size_t* local_mem) { return accpy_cl_device_limits(max_group, local_mem); }
+void t_register(const char* prelude, const char* text, const char* kernel) {
+    struct accpy_cl_source* s = (struct accpy_cl_source*)calloc(1, sizeof *s);
+    s->prelude = prelude, s->text = text, s->kernel = kernel;
+    accpy_cl_register(s);
+}
+void* t_package_kernel(const char* name) { return accpy_cl_package_kernel(name); }
 """
 
 ADD = """
@@ -99,6 +105,15 @@ class Runtime:
         lib.t_launch.argtypes = [vp, ctypes.c_uint, ctypes.POINTER(sz), ctypes.POINTER(sz)]
         lib.t_builds.restype = ctypes.c_long
         lib.t_limits.argtypes = [ctypes.POINTER(sz), ctypes.POINTER(sz)]
+        lib.t_register.argtypes = [ctypes.c_char_p] * 3
+        lib.t_package_kernel.restype, lib.t_package_kernel.argtypes = vp, [ctypes.c_char_p]
+        self.kept = []  # (the registered texts stay alive: the runtime keeps pointers to them)
+
+    def register(self, prelude: str, text: str, kernel: str) -> None:
+        """Register a kernel's source with the library's package program."""
+        parts = [ctypes.c_char_p(x.encode()) for x in (prelude, text, kernel)]
+        self.kept += parts
+        self.lib.t_register(*parts)
 
     def error(self) -> str:
         return self.lib.t_error().decode()
@@ -295,3 +310,39 @@ def test_opencl_available_names_a_missing_device(monkeypatch):
     assert tools.opencl_available() is None
     monkeypatch.setenv("ACCPY_OPENCL_DEVICE", "9:9")
     assert "ACCPY_OPENCL_DEVICE=9:9" in tools.opencl_available()
+
+
+PRELUDE = "#define SCALE(x) ((x) * 2)\n"
+SCALE = "__kernel void scale{n}(__global float* x) {{ int i = get_global_id(0); x[i] = SCALE(x[i]) + {n}; }}\n"
+
+
+def test_the_package_program_is_built_once_for_all_its_kernels(tmp_path):
+    # three registered kernels (one prelude, given by each: kept once): one build, three kernels
+    fresh = Runtime(build_harness(tmp_path, "package.so"))
+    for n in range(3):
+        fresh.register(PRELUDE, f"// kernel {n}\n" + SCALE.format(n=n), f"scale{n}")
+    before = fresh.lib.t_builds()
+    kernels = [fresh.lib.t_package_kernel(f"scale{n}".encode()) for n in range(3)]
+    assert all(kernels), fresh.error()
+    assert fresh.lib.t_builds() == before + 1
+    x = np.arange(64, dtype=np.float32)
+    buf = ctypes.c_void_p(fresh.lib.t_alloc(x.nbytes))
+    assert fresh.lib.t_write(buf, x.ctypes.data, x.nbytes) == 0
+    assert fresh.lib.t_set_arg(kernels[2], 0, ctypes.sizeof(buf), ctypes.byref(buf)) == 0
+    g, loc = (ctypes.c_size_t * 3)(64, 1, 1), (ctypes.c_size_t * 3)(16, 1, 1)
+    assert fresh.lib.t_launch(kernels[2], 1, g, loc) == 0, fresh.error()
+    out = np.empty_like(x)
+    assert fresh.lib.t_read(buf, out.ctypes.data, out.nbytes) == 0
+    fresh.lib.t_free(buf)
+    np.testing.assert_array_equal(out, x * 2 + 2)
+
+
+def test_a_package_program_build_error_names_the_kernel_and_its_line(tmp_path):
+    fresh = Runtime(build_harness(tmp_path, "broken.so"))
+    fresh.register(PRELUDE, SCALE.format(n=0), "scale0")
+    fresh.register(PRELUDE, "__kernel void bad(__global int* x) {\n    x[0] = 1;\n    x[1] = undeclared_name;\n}\n",
+                   "bad")
+    assert not fresh.lib.t_package_kernel(b"scale0")
+    message = fresh.error()
+    assert "line 3 of kernel 'bad' (program line 7): x[1] = undeclared_name;" in message, message
+    assert re.search(r":7:\d+: .*undeclared_name", message), message
