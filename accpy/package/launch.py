@@ -246,9 +246,10 @@ def launcher_source(fn: Function, grid, linkage: str) -> str:
 
 def device_unit_source(pkg_name: str, functions, grid) -> str:
     """One translation unit for the compiler of `grid`'s runtime (a runtime whose kernels are
-    compiled with their launchers): the runtime's `unit_head`, the host runtime (native/accpy_runtime.h: the error channel),
-    the runtime's header, the device prelude and every function's kernel (between the runtime's
-    `unit_open` and `unit_close`), a launcher per function (with the runtime's `linkage`) and
+    compiled with their launchers): the runtime's `unit_head`, the host runtime
+    (native/accpy_runtime.h: the error channel), the runtime's header, the device prelude and
+    every function's kernel (between the runtime's `unit_open` and `unit_close`), a launcher per
+    function (with the runtime's `linkage`), its device entry where the runtime has them, and
     `<pkg_name>_last_error`. `functions` are lowered IR functions, each named as its launcher."""
     rt, dialect = grid.runtime, grid.dialect
     if not compiled_with_launcher(rt):
@@ -265,6 +266,7 @@ def device_unit_source(pkg_name: str, functions, grid) -> str:
            rt.unit_open, *device]
     out.append(rt.unit_close)
     out += [host_launcher(fn, k, grid, rt.linkage) for fn, k in zip(functions, kernels)]
+    out += [device_entry(fn, k, grid, rt.linkage) for fn, k in zip(functions, kernels) if rt.has_device_entry]
     out.append(f"{rt.linkage}const char* {pkg_name}_last_error(void) {{ return accpy_take_error(); }}\n")
     return "\n".join(out)
 

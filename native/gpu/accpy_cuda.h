@@ -8,7 +8,8 @@
  *     what was being done, the CUDA error's name and its description; a machine without an
  *     NVIDIA driver or device says so;
  *   - a launch is checked twice: its configuration (cudaGetLastError right after
- *     `kernel<<<grid, block, shmem>>>(...)`) and its execution (cudaDeviceSynchronize).
+ *     `kernel<<<grid, block, shmem>>>(...)`) and its execution (cudaDeviceSynchronize); a device
+ *     entry's launch on the caller's stream only the first time (accpy_cuda_enqueued: no wait).
  *
  * Include after native/accpy_runtime.h.
  */
@@ -106,6 +107,18 @@ ACCPY_CUDA_FN int accpy_cuda_launched(const char* kernel, dim3 grid, dim3 block,
     if (accpy_cuda_check(cudaGetLastError(), what)) return 1;
     snprintf(what, sizeof what, "the run of kernel '%s' (cudaDeviceSynchronize)", kernel);
     return accpy_cuda_check(cudaDeviceSynchronize(), what);
+}
+
+/* After `kernel<<<grid, block, shmem, stream>>>(...)` in a device entry: its configuration only
+ * (cudaGetLastError), no wait: the stream's order makes the caller's next work on it see the
+ * kernel's writes; an error of its run surfaces at the caller's next synchronisation. 0 ok, else
+ * the error set, naming the kernel and its grid and block. */
+ACCPY_CUDA_FN int accpy_cuda_enqueued(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes) {
+    char what[256];
+    snprintf(what, sizeof what, "the launch of kernel '%s' on the caller's stream (grid %u x %u x %u, block %u x %u "
+             "x %u, %zu bytes of dynamic shared memory)", kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+             shared_bytes);
+    return accpy_cuda_check(cudaGetLastError(), what);
 }
 
 /* Device facts for checks: max threads per block, shared memory per block (bytes); 0 ok. */

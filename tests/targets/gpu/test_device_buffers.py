@@ -324,3 +324,33 @@ def test_the_c_compiles_without_opencl_headers(package):
     deps = subprocess.run(["gcc", "-std=gnu11", "-M", f"-I{paths.native_dir()}", str(package.files["c"])],
                           check=True, capture_output=True, text=True).stdout
     assert "CL/" not in deps
+
+
+def cuda_grid_with_device_entries():
+    """The CUDA grid with the device-entry fields its runtime needs (what accpy/targets/gpu/cuda.py's
+    CUDA_RUNTIME is to set: until then its .cu units have no device entries)."""
+    import dataclasses
+
+    from accpy.targets.gpu import cuda
+
+    dims = "dim3({gx}, {gy}, {gz}), dim3({lx}, {ly}, {lz})"
+    grid = cuda.CudaGrid()
+    grid.runtime = dataclasses.replace(
+        cuda.CUDA_RUNTIME, name="CUDA", queue_type="cudaStream_t",
+        device_launch_template=f"{cuda.DEVICE_NAMESPACE}::{{kernel}}<<<{dims}, 0, {{queue}}>>>({{args}})",
+        device_launched=f"accpy_cuda_enqueued({{name}}, {dims}, 0)")
+    return grid
+
+
+@pytest.mark.needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_cuda_device_entry_compiles_with_nvcc(arch):
+    # <fn>_device(cudaStream_t, device pointers..., sizes...) in the .cu unit, launched on the stream
+    from accpy.targets.gpu import tools
+
+    plan, args = axpy_plan()
+    fn = plan.lower("axpy", args)
+    text = launch.device_unit_source("axpy_pkg", [fn], cuda_grid_with_device_entries())
+    assert 'extern "C" int axpy_device(cudaStream_t accpy_queue, int64_t M, int64_t N, float* X, float* Y)' in text
+    assert "<<<dim3(" in text and ", 0, accpy_queue>>>(M, N, X, Y);" in text
+    tools.compile_cuda(text, arch=arch, mode="object")
