@@ -34,9 +34,8 @@ from ..ir.expr import BinOp, Buffer, Cast, Const, Load, Var, as_int, idx_op
 from ..ir.stmt import Block, For, If, Store, block
 from ..ir.types import ScalarType
 from ..ir.visitor import Mutator
-from .cache_checks import check_not_spanning_units, check_threads_apart
+from .cache_checks import check_not_spanning_units, check_threads_apart, held_by_tiles
 from ..targets.library import grouped_block, libraries_for, memory
-from ..targets.tensor_unit import memory_unit
 from .cache_levels import resolved_level, single_iteration_sites
 from .grouped_copy import grouped_copy
 
@@ -169,19 +168,6 @@ def insert_caches(stmt, request, symbols, owners=None):
         elif info.alias:
             buffers[c.key] = info.source  # a thrifty cache that needed no copy
     return stmt, out_bufs, fills
-
-
-def held_by_tiles(c, target) -> bool:
-    """Whether cache request `c` lives in a memory that a tensor unit of `target` holds in its tiles'
-    registers (a unit's `memories`, none of which a library registers for the cache pass): its
-    library's lowering places it. ScheduleError for a memory that no library of `target` has."""
-    if c.memory is None or memory(c.memory) is not None:
-        return False
-    if memory_unit(target, c.memory) is None:
-        raise ScheduleError(f"cache of {c.array_name}: target {getattr(target, 'name', target)} has no memory "
-                            f"{c.memory!r} (MemorySpace.{c.memory.upper()}); leave location= out or pick one "
-                            f"of its memories")
-    return True
 
 
 class _NoPanels(ScheduleError):

@@ -1,6 +1,7 @@
 """Checks of a cache against the loops that run at once around or inside it (OpenMP threads, a
 grid's units): a block written back must not meet another thread's. Raised as ScheduleError by the
-cache pass (lower/cache.py) while it places the cache."""
+cache pass (lower/cache.py) while it places the cache. And which caches the pass leaves to a
+target's tensor unit (`held_by_tiles`: those in the registers its tiles hold)."""
 from __future__ import annotations
 
 from ..analysis.footprint import blocks_apart, constant_extreme
@@ -8,6 +9,8 @@ from ..errors import ScheduleError
 from ..ir.kinds import BufferRole, LoopKind
 from ..ir.stmt import For
 from ..ir.visitor import nodes_of
+from ..targets.library import memory
+from ..targets.tensor_unit import memory_unit
 
 
 def check_not_spanning_units(info, site: For, blk) -> None:
@@ -37,3 +40,16 @@ def check_threads_apart(info, enclosing, blk) -> None:
                                 f"of the parallel loop {f.var.name} meets the block of another iteration: "
                                 f"threads would overwrite each other's results; cache at an index outside "
                                 f"the parallel loop, or one whose blocks the loop keeps apart")
+
+
+def held_by_tiles(c, target) -> bool:
+    """Whether cache request `c` lives in a memory that a tensor unit of `target` holds in its tiles'
+    registers (a unit's `memories`, none of which a library registers for the cache pass): its
+    library's lowering places it. ScheduleError for a memory that no library of `target` has."""
+    if c.memory is None or memory(c.memory) is not None:
+        return False
+    if memory_unit(target, c.memory) is None:
+        raise ScheduleError(f"cache of {c.array_name}: target {getattr(target, 'name', target)} has no memory "
+                            f"{c.memory!r} (MemorySpace.{c.memory.upper()}); leave location= out or pick one "
+                            f"of its memories")
+    return True

@@ -9,15 +9,14 @@ warp_size is 64).
   (32-lane warps: shapes composed of m16n8k16 steps; 64-lane wavefronts: Accera's AMD shapes, one
   MFMA instruction per block); an `MmaIntrinsic` whose `shape` is the extents (m, n, k * passes)
   the tensorized loops must have exactly.
-* The statement (`check_tensorize`, `matmul_operands`): `C[i, j] += cast(A[i, k]) * cast(B[k, j])`
-  with the products exact in C's type (float16 / bfloat16 -> float32, int8 / uint8 -> int32), or
-  `C[i, j] += A[i, k] * B[k, j]` all float32 (AMD's f32 instructions), as the table has it.
+* The statement (`check_tensorize`, `matmul_operands` of tiles.py): `C[i, j] += cast(A[i, k]) *
+  cast(B[k, j])` with the products exact in C's type (float16 / bfloat16 -> float32, int8 / uint8
+  -> int32), or `C[i, j] += A[i, k] * B[k, j]` all float32 (AMD's f32 instructions), as the
+  table has it.
 * The lowering pass (`tensor_cores`, run for every GPU function right after the caches are
-  placed): each tensorized sub-nest becomes one warp's fragment calls: load C (or SET it), the
-  prologue op, per pass the A and B fragments and an mma step per 16x8 tile of C, the epilogue
-  op, store C. Each lane touches only the elements it owns (native/gpu/accpy_mma.cl.h emulates
-  the warp on OpenCL with barriers; native/gpu/accpy_mma.cuh issues mma.sync). Operands are read
-  where the sub-nest reads them: arrays in global memory or SHARED caches, any strides.
+  placed): each tensorized sub-nest becomes one warp's fragment calls (accpy/targets/gpu/tiles.py;
+  native/gpu/accpy_mma.cl.h emulates the warp on OpenCL with barriers, native/gpu/accpy_mma.cuh
+  issues mma.sync).
 * MMA_FRAGMENT caches (`plan.cache(X, index=x, location=MemorySpace.MMA_FRAGMENT)`; the generic
   cache pass leaves them to this pass, since the tensor unit lists the space among its
   `memories`): the fragments of X's operand block of each warp are loaded once before the loop of
@@ -41,29 +40,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...ir.affine import to_affine
-from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
-from ...ir.kinds import BufferRole, HostMemory, LoopKind
-from ...ir.stmt import Alloc, Evaluate, For, Store, block
+from ...ir.expr import Const, as_int, idx_op
+from ...ir.kinds import LoopKind
+from ...ir.stmt import Alloc, For, Store, block
 from ...ir.types import ScalarType
-from ...ir.visitor import Mutator, nodes_of, substitute
+from ...ir.visitor import Mutator, nodes_of
 from ..grid import check_limit
 from ..library import Intrinsic, Memory
 from ..tensor_unit import TensorUnit
 from . import mfma, mma
 from .enums import MMAFragmentOp, MMASchedulingPolicy, MMAShape
+from .tiles import LANES, SCRATCH_BYTES, WAVE, FragmentCache, MfmaTile, Tile, TileContext, matmul_operands
 
 HEADER = '#include "gpu/accpy_mma.h"'  # each dialect names its file (accpy_mma.cl.h, accpy_mma.cuh)
 WARP_UNITS = ("WARP_X", "WARP_Y")
-LANES = mma.WARP_SIZE
-WAVE = mfma.WAVE  # lanes of an AMD wavefront
 GRID_WARP = 32  # threads of one WARP_X unit of the GPU grid (accpy/targets/gpu/grid.py)
-WORDS = {"a": 8, "b": 4, "c": 4}  # ACCPY_MMA_WORDS_A/B/C: 32-bit words of a fragment
-SCRATCH_BYTES = {"f16": 1536, "bf16": 1536, "s8": 384, "u8": 384}  # ACCPY_MMA_SCRATCH_BYTES_<T>
-_TAGS = {ScalarType.float16: "f16", ScalarType.bfloat16: "bf16", ScalarType.int8: "s8", ScalarType.uint8: "u8",
-         ScalarType.float32: "f32"}
-_ACC = {"f16": ScalarType.float32, "bf16": ScalarType.float32, "s8": ScalarType.int32, "u8": ScalarType.int32,
-        "f32": ScalarType.float32}
 # the registers of a warp's fragments (MemorySpace.MMA_FRAGMENT): caches there are placed by this
 # module's pass, not by the generic cache pass (its sizes are the largest fragment's words)
 FRAGMENT_MEMORY = Memory("mma_fragment", rows=1, row_elems=mfma.WORDS["c"], dtype=ScalarType.uint32,
@@ -71,15 +62,13 @@ FRAGMENT_MEMORY = Memory("mma_fragment", rows=1, row_elems=mfma.WORDS["c"], dtyp
                          owner="GPU tensor cores")
 _OPTIONS = ("intrinsic", "mma_shape", "num_total_passes", "use_static_offsets", "num_fused_passes",
             "scheduling_policy", "prologue_op", "epilogue_op", "prologue_arg", "epilogue_arg")
-_OP_CALL = {MMAFragmentOp.SET: "set", MMAFragmentOp.SCALE: "scale", MMAFragmentOp.ReLU: "relu",
-            MMAFragmentOp.ReLU_NoConditional: "relu_nc"}
 
 
 # -- the intrinsics the tiles call (both dialects: the same names in accpy_mma.cl.h / .cuh) --------
 def _intrinsics() -> tuple:
     out = [Intrinsic("gpu.mma.lane", (), "accpy_mma_lane()", header=HEADER, doc="this lane of the warp"),
            Intrinsic("gpu.mma.warp", (), "accpy_mma_warp()", header=HEADER, doc="this warp of the block")]
-    for t in _TAGS.values():
+    for t in SCRATCH_BYTES:  # (the m16n8k16 input types)
         for space in ("global", "local"):
             for role in "abc":
                 out.append(Intrinsic(f"gpu.mma.load_{role}_{t}_{space}", ("frag", "base", "rs", "cs", "lane"),
@@ -225,45 +214,6 @@ def parse_options(spec) -> MmaIntrinsic:
                         bool(opts.get("use_static_offsets", False)))
 
 
-# -- the statement -------------------------------------------------------------------------------
-def _operand(e, acc_t):
-    """The Load inside `cast(load, acc_t)`, a float32 Load itself when `acc_t` is float32 (AMD's
-    f32 instructions), else None."""
-    if isinstance(e, Cast) and e.dtype is acc_t and isinstance(e.value, Load):
-        return e.value
-    if isinstance(e, Load) and e.buffer.dtype is acc_t is ScalarType.float32:
-        return e
-    return None
-
-
-def matmul_operands(store, what: str) -> tuple:
-    """(C, A, B loads, input tag "f16" | "bf16" | "s8" | "u8") of `C[..] += cast(A[..]) * cast(B[..])`;
-    ValueError saying what does not match."""
-    expected = ("C[i, j] += acc.cast(A[i, k], T) * acc.cast(B[k, j], T) with A, B float16 or bfloat16 and C, T "
-                "float32, or A, B int8 or uint8 and C, T int32, or C[i, j] += A[i, k] * B[k, j] all float32 (AMD)")
-    v = store.value
-    if isinstance(v, Cast) and isinstance(v.value, BinOp) and v.value.op == "mul":
-        raise ValueError(f"{what}: the product is computed in {v.value.dtype.name} and then converted to "
-                         f"{v.dtype.name}; tensor cores multiply exactly in {store.buffer.dtype.name}: write {expected}")
-    if store.reduce != "add" or not isinstance(v, BinOp) or v.op != "mul":
-        raise ValueError(f"{what}: the statement into {store.buffer.name} is not a sum of products; tensor cores "
-                         f"compute {expected}")
-    acc_t = store.buffer.dtype
-    a, b = _operand(v.a, acc_t), _operand(v.b, acc_t)
-    if a is None or b is None:
-        raise ValueError(f"{what}: the operands must be array elements converted to {acc_t.name}: {expected}")
-    if a.buffer.dtype is not b.buffer.dtype or a.buffer.dtype not in _TAGS:
-        raise ValueError(f"{what}: {a.buffer.name} is {a.buffer.dtype.name} and {b.buffer.name} "
-                         f"{b.buffer.dtype.name}; tensor cores take two float16, bfloat16, int8, uint8 or float32 "
-                         f"operands")
-    tag = _TAGS[a.buffer.dtype]
-    if acc_t is not _ACC[tag]:
-        raise ValueError(f"{what}: {store.buffer.name} is {acc_t.name}; {a.buffer.dtype.name} operands accumulate "
-                         f"in {_ACC[tag].name} in accpy's tensor cores")
-    return Load(store.buffer, store.indices), a, b, tag
-
-
-
 class GpuTensorUnit(TensorUnit):
     """The tensor cores of a GPU target (`target` None: of any GPU), bound to one request's options
     (`intrinsic`) once `for_intrinsic` made it so."""
@@ -337,368 +287,12 @@ def is_bound_unit(unit) -> bool:
     return isinstance(unit, GpuTensorUnit) and unit.intrinsic is not None
 
 
-# -- lowering: sub-nests -> fragment calls ---------------------------------------------------------
-def _evaluate(fn: str, *args):
-    return Evaluate(Call(fn, tuple(args), ScalarType.int32))
-
-
-def _ptr(buf) -> Load:
-    return Load(buf, tuple(Const(0) for _ in buf.shape))
-
-
-def _stride(load: Load, var) -> object:
-    """The element distance of one step of `var` in `load` (an index expression), None if it is not
-    affine in `var`."""
-    total = Const(0)
-    for ix, st in zip(load.indices, load.buffer.strides):
-        a = to_affine(ix)
-        if a is None:
-            return None
-        c = a.coef(var)
-        if c:
-            total = idx_op("add", total, idx_op("mul", Const(c), st))
-    return total
-
-
-@dataclass
-class _Context:
-    """What building a function's tiles shares: the scratch (per input type; one for MFMA), fragment
-    numbering, and the MMA_FRAGMENT caches open around the tiles being built (innermost last)."""
-
-    warps: int
-    lanes: int = LANES
-    scratch: dict = field(default_factory=dict)
-    count: int = 0
-    open_caches: list = field(default_factory=list)
-
-    @staticmethod
-    def scratch_bytes(key: str) -> int:
-        """Bytes of one warp's scratch `key` (an input tag, or "mfma")."""
-        return mfma.SCRATCH_WORDS * 4 if key == "mfma" else SCRATCH_BYTES[key]
-
-    def scratch_of(self, tag: str) -> Buffer:
-        key = "mfma" if self.lanes == WAVE else tag
-        if key not in self.scratch:
-            words = self.warps * self.scratch_bytes(key) // 4
-            name = "mfma_scratch" if key == "mfma" else f"mma_scratch_{tag}"
-            self.scratch[key] = Buffer(name, ScalarType.uint32, (Const(words),), (Const(1),),
-                                       role=BufferRole.CACHE, memory=HostMemory.SHARED)
-        return self.scratch[key]
-
-    def fragment(self, role: str, words: Optional[int] = None) -> Buffer:
-        self.count += 1
-        return Buffer(f"frag_{role}{self.count}", ScalarType.uint32, (Const(words or WORDS[role]),), (Const(1),),
-                      role=BufferRole.CACHE, memory=HostMemory.LOCAL)
-
-
-@dataclass
-class _FragmentCache:
-    """An MMA_FRAGMENT cache being placed: its request, the depth of its index's loop among the loops
-    around the tiles, and, once the first tile inside that reads it made them, the operand `role`,
-    its `base` (the operand at the tile's origin), the fragments by key and their fill and flush."""
-
-    request: object
-    depth: int
-    role: Optional[str] = None
-    base: object = None
-    frags: dict = field(default_factory=dict)
-    fill: list = field(default_factory=list)
-    flush: list = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.request.array_name
-
-
-class _Tile:
-    """One tensorized sub-nest as a warp's calls."""
-
-    def __init__(self, loops, store, roles, unit, ctx: _Context, what: str):
-        self.intr, self.ctx, self.what, self.roles = unit.intrinsic, ctx, what, roles
-        self._check_loops(loops)
-        unit.check_tensorize(store, what)
-        self.c, self.a, self.b, self.tag = matmul_operands(store, what)
-        i, j, k = roles
-        self.layout = {"a": self._layout(self.a, i, k, j), "b": self._layout(self.b, k, j, i),
-                       "c": self._layout(self.c, i, j, k)}
-        self.lane = Call("gpu.mma.lane", (), ScalarType.uint32)
-        self.warp = Call("gpu.mma.warp", (), ScalarType.uint32)
-        self.frags: list = []
-
-    def attach_caches(self, stack: list, warp_vars) -> None:
-        """Take the fragments of the open MMA_FRAGMENT caches of this tile's operands (making them,
-        with their fill and flush, for the first tile inside a cache's index). `stack`: the vars of
-        the loops around the tile, outermost first. ValueError when an operand's block moves inside
-        the cache's index, or differs from the block of the cache's first tile."""
-        self.cached = {}
-        for cache in self.ctx.open_caches:
-            role = next((r for r in "cab" if getattr(self, r).buffer is cache.request.source), None)
-            if role is None:
-                continue
-            base = self._base(getattr(self, role))
-            inner = {v for v in stack[cache.depth:] if v not in warp_vars}
-            moving = sorted(v.name for v in nodes_of(base, Var) if v in inner)
-            if moving:
-                raise ValueError(f"cache of {cache.name} in MMA_FRAGMENT at index {stack[cache.depth].name}: the "
-                                 f"{role.upper()} block of {self.what} moves with the loop(s) {', '.join(moving)} "
-                                 f"inside that index; a fragment cache holds one block per warp (cache it at an "
-                                 f"index those loops are outside of)")
-            if cache.role is None:
-                cache.role, cache.base = role, base
-                cache.frags, cache.fill, cache.flush = self.cache_fragments(role)
-            elif (cache.role, cache.base) != (role, base):
-                raise ValueError(f"cache of {cache.name} in MMA_FRAGMENT: {self.what} reads another block of "
-                                 f"{cache.name} than the tiles before it inside the cache's index")
-            self.cached[role] = cache.frags
-
-    def _cached(self, role: str):
-        return getattr(self, "cached", {}).get(role)
-
-    def _passes(self):
-        """(tiles of C as (m0, n0), rows m0, columns n0, k per pass) of the shape."""
-        tiles = list(dict.fromkeys((s.m0, s.n0) for s in mma.steps(self.intr.mma_shape, self.intr.passes)))
-        return tiles, sorted({m for m, _ in tiles}), sorted({n for _, n in tiles}), self.intr.mma_shape.k
-
-    def cache_fragments(self, role: str) -> tuple:
-        """({key: fragment}, fill, flush) of operand `role` held across a cache's index: C by its
-        16x8 tiles (loaded with the prologue, stored with the epilogue), A and B by (k0, m0) and
-        (k0, n0) of every pass."""
-        tiles, rows, cols, kstep = self._passes()
-        ks = [p * kstep for p in range(self.intr.passes)]
-        if role == "c":
-            frags = {t: self.ctx.fragment("c") for t in tiles}
-            return frags, [self._c_in(f, *t) for t, f in frags.items()], [self._c_out(f, *t) for t, f in frags.items()]
-        lines = rows if role == "a" else cols
-        frags = {(k0, x): self.ctx.fragment(role) for k0 in ks for x in lines}
-        at = (lambda k0, x: {"i": x, "k": k0}) if role == "a" else (lambda k0, x: {"k": k0, "j": x})  # noqa: E731
-        return frags, [self._load(role, f, getattr(self, role), **at(*key)) for key, f in frags.items()], []
-
-    def _check_loops(self, loops) -> None:
-        got = {f.var for f in loops}
-        # (a loop of one iteration, e.g. k of M64xN64xK1 in one pass, was replaced by its value)
-        absent = [v for v, size in zip(self.roles, self.intr.shape) if v not in got and size != 1]
-        if absent or not got <= set(self.roles):
-            missing = ", ".join(v.name for v in absent)
-            raise ValueError(f"{self.what}: the loops of {missing} are not around the statement; the tensorized "
-                             f"loops must be the innermost three, around one statement")
-        for f in loops:
-            size = self.intr.shape[self.roles.index(f.var)]
-            lo, hi = as_int(f.lo), as_int(f.hi)
-            if lo != 0 or hi != size:
-                shown = f"[{lo}, {hi})" if lo is not None and hi is not None else "a range known at run time"
-                raise ValueError(f"{self.what}: the loop of {f.var.name} runs {shown}; {self.intr.name} needs "
-                                 f"exactly [0, {size}) in every tile (choose splits that divide the sizes)")
-
-    def _layout(self, load: Load, row, col, other) -> tuple:
-        """(row stride, column stride) of an operand in the tile; ValueError if it moves with `other`."""
-        name = load.buffer.name
-        if load.buffer.group > 1 or load.buffer.panel > 1:
-            raise ValueError(f"{self.what}: {name} is kept in a grouped or panel layout; tensor tiles read "
-                             f"plain strided arrays")
-        rs, cs, bad = _stride(load, row), _stride(load, col), _stride(load, other)
-        if rs is None or cs is None or bad is None or as_int(bad) != 0:
-            raise ValueError(f"{self.what}: {name}[{', '.join(map(str, load.indices))}] is not an operand of "
-                             f"C[i, j] += A[i, k] * B[k, j] over ({', '.join(v.name for v in self.roles)})")
-        return rs, cs
-
-    def _base(self, load: Load, **at) -> Load:
-        i, j, k = self.roles
-        return substitute(load, {i: Const(at.get("i", 0)), j: Const(at.get("j", 0)), k: Const(at.get("k", 0))})
-
-    def _new(self, role: str) -> Buffer:
-        buf = self.ctx.fragment(role)
-        self.frags.append(buf)
-        return buf
-
-    def _space(self, load: Load) -> str:
-        return "local" if load.buffer.memory == HostMemory.SHARED else "global"
-
-    def _load(self, role: str, frag, load: Load, **at):
-        rs, cs = self.layout[role]
-        return _evaluate(f"gpu.mma.load_{role}_{self.tag}_{self._space(load)}", _ptr(frag), self._base(load, **at),
-                         rs, cs, self.lane)
-
-    def _op(self, op: MMAFragmentOp, arg, frag):
-        if op is MMAFragmentOp.NONE:
-            return None
-        name = f"gpu.mma.{_OP_CALL[op]}_c_{self.tag}"
-        if op.needs_scalar:
-            return _evaluate(name, _ptr(frag), Const(arg, _ACC[self.tag]))
-        return _evaluate(name, _ptr(frag))
-
-    def _c_in(self, frag, m0, n0):
-        intr = self.intr
-        first = (self._op(intr.prologue, intr.prologue_arg, frag) if intr.prologue is MMAFragmentOp.SET else
-                 block(self._load("c", frag, self.c, i=m0, j=n0), self._op(intr.prologue, intr.prologue_arg, frag)))
-        return first
-
-    def _c_out(self, frag, m0, n0):
-        rs, cs = self.layout["c"]
-        store = _evaluate(f"gpu.mma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
-                          self._base(self.c, i=m0, j=n0), rs, cs, self.lane)
-        return block(self._op(self.intr.epilogue, self.intr.epilogue_arg, frag), store)
-
-    def _sync(self, d, a, b):
-        return _evaluate(f"gpu.mma.sync_{self.tag}", _ptr(d), _ptr(a), _ptr(b), _ptr(self.ctx.scratch_of(self.tag)),
-                         self.warp, self.lane)
-
-    def stmt(self):
-        """The tile's statements, its fragments allocated around them."""
-        tiles, _, _, kstep = self._passes()
-        body = (self._block_order(tiles, kstep) if self.intr.policy is MMASchedulingPolicy.BLOCK_ORDER
-                else self._pass_order(tiles, kstep))
-        for frag in reversed(self.frags):
-            body = Alloc(frag, body, zero=False)
-        return body
-
-    def _pass_order(self, tiles, kstep):
-        intr = self.intr
-        cc, ca, cb = self._cached("c"), self._cached("a"), self._cached("b")
-        c = cc if cc is not None else {t: self._new("c") for t in tiles}
-        out = [] if cc is not None else [self._c_in(c[t], *t) for t in tiles]
-        rows, cols = sorted({m for m, _ in tiles}), sorted({n for _, n in tiles})
-        a = {(q, m): self._new("a") for q in range(intr.group) for m in rows} if ca is None else {}
-        b = {(q, n): self._new("b") for q in range(intr.group) for n in cols} if cb is None else {}
-        for g in range(0, intr.passes, intr.group):
-            for q in range(intr.group):
-                k0 = (g + q) * kstep
-                out += [self._load("a", a[q, m], self.a, i=m, k=k0) for m in rows] if ca is None else []
-                out += [self._load("b", b[q, n], self.b, k=k0, j=n) for n in cols] if cb is None else []
-            for q in range(intr.group):
-                k0 = (g + q) * kstep
-                out += [self._sync(c[m, n], a[q, m] if ca is None else ca[k0, m], b[q, n] if cb is None else cb[k0, n])
-                        for m, n in tiles]
-        out += [self._c_out(c[t], *t) for t in tiles] if cc is None else []
-        return block(*out)
-
-    def _block_order(self, tiles, kstep):
-        cc, ca, cb = self._cached("c"), self._cached("a"), self._cached("b")
-        c = self._new("c") if cc is None else None
-        a = self._new("a") if ca is None else None
-        b = self._new("b") if cb is None else None
-        out = []
-        for m, n in tiles:
-            out.append(self._c_in(c, m, n) if cc is None else None)
-            for p in range(self.intr.passes):
-                k0 = p * kstep
-                out += [self._load("a", a, self.a, i=m, k=k0) if ca is None else None,
-                        self._load("b", b, self.b, k=k0, j=n) if cb is None else None,
-                        self._sync(c if cc is None else cc[m, n], a if ca is None else ca[k0, m],
-                                   b if cb is None else cb[k0, n])]
-            out.append(self._c_out(c, m, n) if cc is None else None)
-        return block(*out)
-
-
-class _MfmaTile(_Tile):
-    """One tensorized sub-nest as an AMD wavefront's calls: per pass the A (M x K) and B (K x N)
-    fragments, and per output block q (rows R*q.. of C, all columns) one MFMA with the A broadcast
-    (abid = q). PASS_ORDER keeps the B blocks' accumulators live across a pass group; BLOCK_ORDER
-    computes the blocks one after another with one accumulator (the results are the same)."""
-
-    def __init__(self, loops, store, roles, unit, ctx: _Context, what: str):
-        super().__init__(loops, store, roles, unit, ctx, what)
-        self.ins = mfma.instruction(self.intr.mma_shape, self.tag)
-        self.lane = Call("gpu.mfma.lane", (), ScalarType.uint32)
-        self.warp = Call("gpu.mfma.wave", (), ScalarType.uint32)
-        self.geo = (Const(self.ins.rows), Const(self.ins.blocks), Const(self.ins.k))
-
-    def _new(self, role: str) -> Buffer:
-        buf = self.ctx.fragment(role, self.ins.slots(role.upper()))
-        self.frags.append(buf)
-        return buf
-
-    def _load(self, role: str, frag, load: Load, **at):
-        rs, cs = self.layout[role]
-        geo = self.geo[:2] if role == "c" else self.geo
-        return _evaluate(f"gpu.mfma.load_{role}_{self.tag}_{self._space(load)}", _ptr(frag), self._base(load, **at),
-                         rs, cs, self.lane, *geo)
-
-    def _op(self, op: MMAFragmentOp, arg, frag):
-        if op is MMAFragmentOp.NONE:
-            return None
-        name, n = f"gpu.mfma.{_OP_CALL[op]}_c_{self.tag}", Const(self.ins.slots("C"))
-        if op.needs_scalar:
-            return _evaluate(name, _ptr(frag), Const(arg, _ACC[self.tag]), n)
-        return _evaluate(name, _ptr(frag), n)
-
-    def _c_in(self, frag, q):
-        intr = self.intr
-        if intr.prologue is MMAFragmentOp.SET:
-            return self._op(intr.prologue, intr.prologue_arg, frag)
-        return block(self._load("c", frag, self.c, i=self.ins.rows * q, j=0),
-                     self._op(intr.prologue, intr.prologue_arg, frag))
-
-    def _c_out(self, frag, q):
-        rs, cs = self.layout["c"]
-        store = _evaluate(f"gpu.mfma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
-                          self._base(self.c, i=self.ins.rows * q, j=0), rs, cs, self.lane, *self.geo[:2])
-        return block(self._op(self.intr.epilogue, self.intr.epilogue_arg, frag), store)
-
-    def _mfma(self, d, a, b, q):
-        return _evaluate(f"gpu.mfma.sync_{self.tag}", _ptr(d), _ptr(a), _ptr(b), _ptr(self.ctx.scratch_of(self.tag)),
-                         self.warp, self.lane, *self.geo, Const(q))
-
-    def cache_fragments(self, role: str) -> tuple:
-        """({key: fragment}, fill, flush) of operand `role` held across a cache's index: C by output
-        block q (with the prologue / epilogue), A and B by pass."""
-        if role == "c":
-            frags = {q: self.ctx.fragment("c", self.ins.slots("C")) for q in range(self.ins.blocks)}
-            return frags, [self._c_in(f, q) for q, f in frags.items()], [self._c_out(f, q) for q, f in frags.items()]
-        frags = {p: self.ctx.fragment(role, self.ins.slots(role.upper())) for p in range(self.intr.passes)}
-        at = (lambda p: {"k": p * self.ins.k})  # noqa: E731
-        return frags, [self._load(role, f, getattr(self, role), **at(p)) for p, f in frags.items()], []
-
-    def _inputs(self, passes, a, b) -> list:
-        """Loads of the A and B fragments of `passes` (into a[p], b[p]) not held by a cache."""
-        out = []
-        for p in passes:
-            out.append(self._load("a", a[p], self.a, k=p * self.ins.k) if self._cached("a") is None else None)
-            out.append(self._load("b", b[p], self.b, k=p * self.ins.k) if self._cached("b") is None else None)
-        return out
-
-    def stmt(self):
-        intr, blocks = self.intr, range(self.ins.blocks)
-        cc, ca, cb = self._cached("c"), self._cached("a"), self._cached("b")
-        groups = [range(g, g + intr.group) for g in range(0, intr.passes, intr.group)]
-        a = ca if ca is not None else {p: self._new("a") for p in range(intr.group)}
-        b = cb if cb is not None else {p: self._new("b") for p in range(intr.group)}
-
-        def slot(frags, cached, p):  # (uncached fragments are reused by each pass group)
-            return frags[p] if cached is not None else frags[p % intr.group]
-
-        def fetch(group):
-            return self._inputs(group, {p: slot(a, ca, p) for p in group}, {p: slot(b, cb, p) for p in group})
-
-        out = []
-        if intr.policy is MMASchedulingPolicy.BLOCK_ORDER:
-            c = None if cc is not None else self._new("c")
-            once = len(groups) == 1  # every pass's inputs loaded once, for all blocks
-            out += fetch(groups[0]) if once else []
-            for q in blocks:
-                d = cc[q] if cc is not None else c
-                out.append(self._c_in(d, q) if cc is None else None)
-                for g in groups:
-                    out += [] if once else fetch(g)
-                    out += [self._mfma(d, slot(a, ca, p), slot(b, cb, p), q) for p in g]
-                out.append(self._c_out(d, q) if cc is None else None)
-        else:
-            c = cc if cc is not None else {q: self._new("c") for q in blocks}
-            out += [self._c_in(c[q], q) for q in blocks] if cc is None else []
-            for g in groups:
-                out += fetch(g)
-                out += [self._mfma(c[q], slot(a, ca, p), slot(b, cb, p), q) for p in g for q in blocks]
-            out += [self._c_out(c[q], q) for q in blocks] if cc is None else []
-        body = block(*out)
-        for frag in reversed(self.frags):
-            body = Alloc(frag, body, zero=False)
-        return body
-
-
+# -- the pass ------------------------------------------------------------------------------------
 class _Tensorize(Mutator):
     """Tensorized sub-nests -> tiles; checks where they and other reductions sit among warp loops;
     places the MMA_FRAGMENT caches (`sites`: loop var -> the cache requests at its index)."""
 
-    def __init__(self, requests, ctx: _Context, warp_vars: frozenset, sites: dict):
+    def __init__(self, requests, ctx: TileContext, warp_vars: frozenset, sites: dict):
         self.requests, self.ctx, self.warp_vars, self.sites = requests, ctx, warp_vars, sites
         self.inside: list = []  # warp-bound loop vars around the current statement
         self.stack: list = []  # the vars of every loop around it
@@ -725,7 +319,7 @@ class _Tensorize(Mutator):
     def _site(self, f: For, requests):
         """The loop of MMA_FRAGMENT caches' index: its tiles use the caches' fragments, filled before
         and flushed after it, inside the warp-bound loops moved above it."""
-        opened = [_FragmentCache(r, len(self.stack)) for r in requests]
+        opened = [FragmentCache(r, len(self.stack)) for r in requests]
         self.ctx.open_caches.extend(opened)
         try:
             body = self._enter(f)
@@ -761,7 +355,7 @@ class _Tensorize(Mutator):
             raise ValueError(f"{what}: the tile is not inside the warp-bound loop(s) "
                              f"{', '.join(sorted(v.name for v in missing))}: every warp would compute it; "
                              f"order the warp loops above the tensorized ones")
-        tile = (_MfmaTile if self.ctx.lanes == WAVE else _Tile)(loops, s, roles, unit, self.ctx, what)
+        tile = (MfmaTile if self.ctx.lanes == WAVE else Tile)(loops, s, roles, unit, self.ctx, what)
         tile.attach_caches(self.stack, self.warp_vars)
         return tile.stmt()
 
@@ -871,14 +465,14 @@ def tensor_cores(stmt, request, grid):
                     getattr(request.target, "max_threads_per_block", None), request.target, "max_threads_per_block")
     warp_vars = frozenset(v for b in warp_binds for v in b.vars)
     stmt = _WholeWarps(warp_vars, max(1, lanes // GRID_WARP)).visit(stmt)
-    ctx = _Context(warps, lanes)
+    ctx = TileContext(warps, lanes)
     tensorize = _Tensorize(requests, ctx, warp_vars, sites)
     stmt = tensorize.visit(stmt)
     for caches in sites.values():
         for c in caches:
             if c.key not in tensorize.placed:
-                c.notes.append(f"MMA_FRAGMENT: the loop of its index runs once (removed): each tile loads and "
-                               f"stores its own fragments")
+                c.notes.append("MMA_FRAGMENT: the loop of its index runs once (removed): each tile loads and "
+                               "stores its own fragments")
     grid.check_shared_memory(request.target, {b.name: warps * ctx.scratch_bytes(t) for t, b in ctx.scratch.items()})
     for buf in ctx.scratch.values():
         stmt = Alloc(buf, stmt, zero=False)
