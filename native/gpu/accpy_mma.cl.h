@@ -298,7 +298,8 @@ ACCPY_MMA_TILE_ALL(u8, uchar, int, 8)
  *   accpy_mfma_tile_sync_<t>(uint* d, const uint* a, const uint* b, __local void* scratch,
  *                            uint wave, uint lane, int R, int B, int K, int q)
  *     d (instruction q's D) = A[R*q.., :] @ B + d. Every work-item of the work-group calls it
- *     together (two barriers); `scratch` holds ACCPY_MFMA_SCRATCH_WORDS words per wavefront. Each
+ *     together (two barriers); `scratch` holds 2 * M * K words per wavefront (the kernel's tiles
+ *     all of one shape at a time; at most ACCPY_MFMA_SCRATCH_WORDS). Each
  *     lane scatters its A and B slots, barrier, sums its own D slots over k = 0 .. K-1 in order
  *     (float; 32-bit wrapping for s8), barrier.
  *   accpy_mfma_tile_{set,scale}_c_<t>(uint* f, ACC v, int n), accpy_mfma_tile_{relu,relu_nc}_c_<t>
@@ -371,8 +372,8 @@ ACCPY_MMA_FN int2 accpy_mfma_coord_c(uint lane, int v, int R) {
     ACCPY_MMA_FN void accpy_mfma_tile_sync_##T(uint* d, const uint* a, const uint* b,               \
                                                __local void* scratch, uint wave, uint lane, int R,  \
                                                int B, int K, int q) {                               \
-        __local uint* sa = (__local uint*)scratch + wave * ACCPY_MFMA_SCRATCH_WORDS;                \
         int M = R * B;                                                                              \
+        __local uint* sa = (__local uint*)scratch + wave * (uint)(2 * M * K);                       \
         __local uint* sb = sa + M * K;                                                              \
         for (int s = 0; s < M * K / ACCPY_MFMA_WAVE; ++s) {                                         \
             int2 lk = accpy_mfma_coord_ab(lane, s, R, B, K);                                        \

@@ -16,7 +16,10 @@ warp_size is 64).
 * The lowering pass (`tensor_cores`, run for every GPU function right after the caches are
   placed): each tensorized sub-nest becomes one warp's fragment calls (accpy/targets/gpu/tiles.py;
   native/gpu/accpy_mma.cl.h emulates the warp on OpenCL with barriers, native/gpu/accpy_mma.cuh
-  issues mma.sync).
+  issues mma.sync). The prologue and epilogue ops apply to C once per reduction: on the first
+  (last) iteration of the serial loops around the tile that move A or B but not C (Accera's code
+  applies them at every step of such a loop, which its GEMM table's C = alpha * (A @ B) with SET
+  0 / SCALE alpha contradicts; accpy follows the table).
 * MMA_FRAGMENT caches (`plan.cache(X, index=x, location=MemorySpace.MMA_FRAGMENT)`; the generic
   cache pass leaves them to this pass, since the tensor unit lists the space among its
   `memories`): the fragments of X's operand block of each warp are loaded once before the loop of
@@ -296,6 +299,7 @@ class _Tensorize(Mutator):
         self.requests, self.ctx, self.warp_vars, self.sites = requests, ctx, warp_vars, sites
         self.inside: list = []  # warp-bound loop vars around the current statement
         self.stack: list = []  # the vars of every loop around it
+        self.loops: list = []  # and those loops
         self.placed: set = set()  # keys of the caches placed
 
     def visit_For(self, f: For):
@@ -310,10 +314,12 @@ class _Tensorize(Mutator):
         is_warp = f.kind == LoopKind.BOUND and f.var in self.warp_vars
         self.inside.append(f.var) if is_warp else None
         self.stack.append(f.var)
+        self.loops.append(f)
         try:
             return self.generic_visit(f)
         finally:
             self.stack.pop()
+            self.loops.pop()
             self.inside.pop() if is_warp else None
 
     def _site(self, f: For, requests):
@@ -356,7 +362,8 @@ class _Tensorize(Mutator):
                              f"{', '.join(sorted(v.name for v in missing))}: every warp would compute it; "
                              f"order the warp loops above the tensorized ones")
         tile = (MfmaTile if self.ctx.lanes == WAVE else Tile)(loops, s, roles, unit, self.ctx, what)
-        tile.attach_caches(self.stack, self.warp_vars)
+        tile.first, tile.last = tile.reduction_steps(self.loops)
+        tile.attach_caches(self.stack, self.warp_vars, self.loops)
         return tile.stmt()
 
     def visit_Store(self, s: Store):
@@ -465,7 +472,8 @@ def tensor_cores(stmt, request, grid):
                     getattr(request.target, "max_threads_per_block", None), request.target, "max_threads_per_block")
     warp_vars = frozenset(v for b in warp_binds for v in b.vars)
     stmt = _WholeWarps(warp_vars, max(1, lanes // GRID_WARP)).visit(stmt)
-    ctx = TileContext(warps, lanes)
+    ctx = TileContext(warps, lanes, mfma_words=max(2 * r[2].intrinsic.mma_shape.m * r[2].intrinsic.mma_shape.k
+                                                   for r in requests))
     tensorize = _Tensorize(requests, ctx, warp_vars, sites)
     stmt = tensorize.visit(stmt)
     for caches in sites.values():

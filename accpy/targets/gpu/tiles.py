@@ -23,8 +23,8 @@ from typing import Optional
 
 from ...ir.affine import to_affine
 from ...ir.expr import BinOp, Buffer, Call, Cast, Const, Load, Var, as_int, idx_op
-from ...ir.kinds import BufferRole, HostMemory
-from ...ir.stmt import Alloc, Evaluate, block
+from ...ir.kinds import BufferRole, HostMemory, LoopKind
+from ...ir.stmt import Alloc, Evaluate, If, block
 from ...ir.types import ScalarType
 from ...ir.visitor import nodes_of, substitute
 from . import mfma, mma
@@ -111,14 +111,14 @@ class TileContext:
 
     warps: int
     lanes: int = LANES
+    mfma_words: int = mfma.SCRATCH_WORDS  # a wavefront's MFMA scratch: 2 * M * K of the largest shape
     scratch: dict = field(default_factory=dict)
     count: int = 0
     open_caches: list = field(default_factory=list)
 
-    @staticmethod
-    def scratch_bytes(key: str) -> int:
+    def scratch_bytes(self, key: str) -> int:
         """Bytes of one warp's scratch `key` (an input tag, or "mfma")."""
-        return mfma.SCRATCH_WORDS * 4 if key == "mfma" else SCRATCH_BYTES[key]
+        return self.mfma_words * 4 if key == "mfma" else SCRATCH_BYTES[key]
 
     def scratch_of(self, tag: str) -> Buffer:
         key = "mfma" if self.lanes == WAVE else tag
@@ -168,8 +168,9 @@ class Tile:
         self.lane = Call("gpu.mma.lane", (), ScalarType.uint32)
         self.warp = Call("gpu.mma.warp", (), ScalarType.uint32)
         self.frags: list = []
+        self.first = self.last = None  # (reduction_steps)
 
-    def attach_caches(self, stack: list, warp_vars) -> None:
+    def attach_caches(self, stack: list, warp_vars, loops=()) -> None:
         """Take the fragments of the open MMA_FRAGMENT caches of this tile's operands (making them,
         with their fill and flush, for the first tile inside a cache's index). `stack`: the vars of
         the loops around the tile, outermost first. ValueError when an operand's block moves inside
@@ -189,7 +190,10 @@ class Tile:
                                  f"index those loops are outside of)")
             if cache.role is None:
                 cache.role, cache.base = role, base
+                own = self.first, self.last
+                self.first, self.last = self.reduction_steps(loops[:cache.depth])
                 cache.frags, cache.fill, cache.flush = self.cache_fragments(role)
+                self.first, self.last = own
             elif (cache.role, cache.base) != (role, base):
                 raise ValueError(f"cache of {cache.name} in MMA_FRAGMENT: {self.what} reads another block of "
                                  f"{cache.name} than the tiles before it inside the cache's index")
@@ -270,17 +274,48 @@ class Tile:
             return _evaluate(name, _ptr(frag), Const(arg, ACC[self.tag]))
         return _evaluate(name, _ptr(frag))
 
-    def _c_in(self, frag, m0, n0):
-        intr = self.intr
-        first = (self._op(intr.prologue, intr.prologue_arg, frag) if intr.prologue is MMAFragmentOp.SET else
-                 block(self._load("c", frag, self.c, i=m0, j=n0), self._op(intr.prologue, intr.prologue_arg, frag)))
-        return first
+    def _c_load(self, frag, m0, n0):
+        return self._load("c", frag, self.c, i=m0, j=n0)
 
-    def _c_out(self, frag, m0, n0):
+    def _c_store(self, frag, m0, n0):
         rs, cs = self.layout["c"]
-        store = _evaluate(f"gpu.mma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
-                          self._base(self.c, i=m0, j=n0), rs, cs, self.lane)
-        return block(self._op(self.intr.epilogue, self.intr.epilogue_arg, frag), store)
+        return _evaluate(f"gpu.mma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
+                         self._base(self.c, i=m0, j=n0), rs, cs, self.lane)
+
+    def _c_in(self, frag, *at):
+        """C's fragment loaded, with the prologue op on the reduction's first step (SET: instead of
+        the load); every step when no reduction loop is around (`first` None)."""
+        load, op = self._c_load(frag, *at), self._op(self.intr.prologue, self.intr.prologue_arg, frag)
+        is_set = self.intr.prologue is MMAFragmentOp.SET
+        if op is None:
+            return load
+        if self.first is None:
+            return op if is_set else block(load, op)
+        return If(self.first, op if is_set else block(load, op), load if is_set else None)
+
+    def _c_out(self, frag, *at):
+        """The epilogue op (on the reduction's last step), then C's fragment stored."""
+        op = self._op(self.intr.epilogue, self.intr.epilogue_arg, frag)
+        if op is not None and self.last is not None:
+            op = If(self.last, op)
+        return block(op, self._c_store(frag, *at))
+
+    def reduction_steps(self, loops) -> tuple:
+        """(first, last): the conditions that the serial loops among `loops` (For nodes) that move
+        A or B but not C (the reduction around the tile) are at their first / last iteration; (None,
+        None) without such loops. Accera's prologue and epilogue ops apply to C once per reduction."""
+        fixed = set(nodes_of(self._base(self.c), Var))
+        moving = set(nodes_of(self._base(self.a), Var)) | set(nodes_of(self._base(self.b), Var))
+        red = [g for g in loops if g.kind != LoopKind.BOUND and g.var in moving and g.var not in fixed]
+        if not red:
+            return None, None
+        first = last = None
+        for g in red:
+            f = BinOp("eq", g.var, g.lo, ScalarType.bool)
+            l_ = BinOp("eq", g.var, idx_op("sub", g.hi, Const(1)), ScalarType.bool)
+            first = f if first is None else BinOp("and", first, f, ScalarType.bool)
+            last = l_ if last is None else BinOp("and", last, l_, ScalarType.bool)
+        return first, last
 
     def _sync(self, d, a, b):
         return _evaluate(f"gpu.mma.sync_{self.tag}", _ptr(d), _ptr(a), _ptr(b), _ptr(self.ctx.scratch_of(self.tag)),
@@ -365,18 +400,13 @@ class MfmaTile(Tile):
             return _evaluate(name, _ptr(frag), Const(arg, ACC[self.tag]), n)
         return _evaluate(name, _ptr(frag), n)
 
-    def _c_in(self, frag, q):
-        intr = self.intr
-        if intr.prologue is MMAFragmentOp.SET:
-            return self._op(intr.prologue, intr.prologue_arg, frag)
-        return block(self._load("c", frag, self.c, i=self.ins.rows * q, j=0),
-                     self._op(intr.prologue, intr.prologue_arg, frag))
+    def _c_load(self, frag, q):
+        return self._load("c", frag, self.c, i=self.ins.rows * q, j=0)
 
-    def _c_out(self, frag, q):
+    def _c_store(self, frag, q):
         rs, cs = self.layout["c"]
-        store = _evaluate(f"gpu.mfma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
-                          self._base(self.c, i=self.ins.rows * q, j=0), rs, cs, self.lane, *self.geo[:2])
-        return block(self._op(self.intr.epilogue, self.intr.epilogue_arg, frag), store)
+        return _evaluate(f"gpu.mfma.store_c_{self.tag}_{self._space(self.c)}", _ptr(frag),
+                         self._base(self.c, i=self.ins.rows * q, j=0), rs, cs, self.lane, *self.geo[:2])
 
     def _mfma(self, d, a, b, q):
         return _evaluate(f"gpu.mfma.sync_{self.tag}", _ptr(d), _ptr(a), _ptr(b), _ptr(self.ctx.scratch_of(self.tag)),
