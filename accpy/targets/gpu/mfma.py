@@ -180,10 +180,11 @@ def _values(x, tag: str, what: str) -> np.ndarray:
 
 def emulate(shape, dtype, a, b, c, maps=None) -> np.ndarray:
     """D = A @ B + C of one pass of Accera shape `shape` (a M x K, b K x N, c M x N) as the B
-    broadcast instructions compute it through the ownership maps: per instruction q, each lane's A
-    and B slots are scattered into a shared tile, each lane sums its own D slots over k in order
-    (float32; int32 wrapping for int8). `maps`: {"A", "B", "C": table} to use instead of `owner`'s
-    (a test's wrong map)."""
+    broadcast instructions compute it: each lane's slots are read from memory through the maps (C
+    of instruction q from rows R*q..), scattered into a shared tile by the instruction's own maps,
+    each lane sums its own D slots over k in order (float32; int32 wrapping for int8), and D goes
+    back where its C came from. `maps`: {"A", "B", "C": table} the loads and stores use instead of
+    `owner`'s (a kernel with a wrong layout: a wrong answer)."""
     ins = instruction(shape, dtype)
     tag = ins.tag
     qa, qb = _values(a, tag, "a"), _values(b, tag, "b")
@@ -192,18 +193,20 @@ def emulate(shape, dtype, a, b, c, maps=None) -> np.ndarray:
     if qa.shape != tile(ins, "A") or qb.shape != tile(ins, "B") or d.shape != (ins.m, ins.m):
         raise FragmentError(f"a, b, c: expected shapes {tile(ins, 'A')}, {tile(ins, 'B')}, {(ins.m, ins.m)}, "
                             f"got {qa.shape}, {qb.shape}, {d.shape}")
-    maps = {r: (maps or {}).get(r, owner(r, shape, dtype)) for r in "ABC"}
-    oa, ob, oc = maps["A"], maps["B"], maps["C"]
+    true = {r: owner(r, shape, dtype) for r in "ABC"}
+    load = {r: (maps or {}).get(r, true[r]) for r in "ABC"}
     shared_a, shared_b = np.zeros_like(qa), np.zeros_like(qb)
-    shared_a[oa[..., 0], oa[..., 1]] = qa[oa[..., 0], oa[..., 1]]
-    shared_b[ob[..., 0], ob[..., 1]] = qb[ob[..., 0], ob[..., 1]]
-    rows, cols = oc[..., 0], oc[..., 1]
+    shared_a[true["A"][..., 0], true["A"][..., 1]] = qa[load["A"][..., 0], load["A"][..., 1]]
+    shared_b[true["B"][..., 0], true["B"][..., 1]] = qb[load["B"][..., 0], load["B"][..., 1]]
+    rows, cols = true["C"][..., 0], true["C"][..., 1]
+    at_rows, at_cols = load["C"][..., 0], load["C"][..., 1]
+    out = d.copy()
     for q in range(ins.blocks):
         r0 = ins.rows * q
-        acc = d[r0 + rows, cols].copy()
+        acc = d[r0 + at_rows, at_cols].copy()
         for k in range(ins.k):
             acc = (acc + shared_a[r0 + rows, k] * shared_b[k, cols]).astype(acc_t)
-        d[r0 + rows, cols] = acc
+        out[r0 + at_rows, at_cols] = acc
     if tag == "s8":
-        return ((d + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
-    return d
+        return ((out + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+    return out
