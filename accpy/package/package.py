@@ -21,7 +21,7 @@ from ..nest.functions import record_call
 from ..nest.logic import Index
 from ..nest.nest import Nest
 from ..nest.parameters import Parameter, parameter_values
-from ..plan.lowering import argument_objects
+from ..plan.lowering import argument_objects, with_fused_ops
 from ..plan.plan import Plan
 from ..schedule.schedule import Schedule
 from ..targets.features import Platform
@@ -156,9 +156,10 @@ class PackageFunction:
         return dataclasses.replace(self._lowered, name=name)
 
     def lowered_reference(self, name: str):
-        """The unscheduled nest (default order, no plan): DEBUG mode's oracle."""
+        """The unscheduled nest (default order, no plan), with the element-wise ops the plan's
+        tensorize requests fuse into their outputs: DEBUG mode's oracle."""
         default = self.plan.schedule.default_schedule()
-        return Plan(default, self.plan.target).lower(name, self.arg_objs)
+        return with_fused_ops(self.plan, Plan(default, self.plan.target).lower(name, self.arg_objs))
 
 
 # Attributes of a loaded package (BuiltPackage, and the Python module): a function alias

@@ -124,6 +124,8 @@ class Cache:
             raise ValueError("cache: a GLOBAL-memory cache is not supported")
         for lib in libraries():
             lib.check_cache_location(plan.target, location)
+            if double_buffer:
+                lib.check_double_buffer(plan.target, location)
         if layout is not None:
             if isinstance(layout, (tuple, list)):
                 _order_of_coefficients(layout, (source.array if isinstance(source, Cache) else source).rank)

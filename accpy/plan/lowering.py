@@ -2,8 +2,10 @@
 levels and IR buffers, tensorize requests, the function's IR arguments."""
 from __future__ import annotations
 
-from ..ir.expr import Buffer, Var
+from ..ir.expr import Buffer, Const, Load, Var
 from ..ir.kinds import LoopKind
+from ..ir.stmt import For, Store, block
+from ..ir.visitor import nodes_of, substitute
 from ..ir.request import CacheRequest, LoweringRequest, PrefetchRequest
 from ..nest.array import Array, Dimension, OutputDimension, is_scalar_argument
 from ..nest.layouts import GroupedLayout
@@ -125,3 +127,55 @@ def record_resolved(plan, request: LoweringRequest) -> None:
             c._resolved = r.resolved_level
             c.index = space.dims[n - r.resolved_level].index if r.resolved_level > 0 else None  # 0: one iteration
             c.level = r.resolved_level
+
+
+def with_fused_ops(plan, fn):
+    """`fn` (the plan's nest lowered unscheduled: DEBUG mode's oracle) with the element-wise
+    operations the plan's tensorize requests fuse into their output (a tensor unit's `fused_ops`,
+    e.g. a GPU matmul's prologue and epilogue ops) applied as the tiles apply them: to each output
+    element the statement updates, once before the nest and once after. ValueError when an output
+    index is not one of the nest's indices (the updated elements are then not a box)."""
+    default = plan.schedule.default_schedule().space
+    dims = {d.var: d.extent for d in default.dims}
+    extents = {}  # a nest index -> its extent (the default order's loop of it)
+    for part in default.parts:
+        for v, a in part.index_map.items():
+            if a.const == 0 and len(a.vars) == 1 and a.coef(a.vars[0]) == 1 and a.vars[0] in dims:
+                extents[v] = dims[a.vars[0]]
+    args = {b.name: b for b in fn.args if isinstance(b, Buffer)}
+    before, after = [], []
+    for ixs, _, unit in plan.tensorize_requests():
+        for part in plan.schedule.space.parts:
+            for st in part.statements:
+                pre, post = unit.fused_ops(st.store)
+                if pre is None and post is None:
+                    continue
+                loops = _over_updated_elements(st.store, extents, args)
+                before += [loops(pre)] if pre is not None else []
+                after += [loops(post)] if post is not None else []
+    if not before and not after:
+        return fn
+    import dataclasses
+
+    return dataclasses.replace(fn, body=block(*before, fn.body, *after))
+
+
+def _over_updated_elements(store, extents, args):
+    """A function making, for an element-wise op, the loops that apply it to every element of
+    `store`'s output the nest updates (each output index one of the nest's indices, all distinct)."""
+    out = args.get(store.buffer.name, store.buffer)
+    idx = list(store.indices)
+    if not all(isinstance(e, Var) and e in extents for e in idx) or len(set(idx)) != len(idx):
+        raise ValueError(f"DEBUG mode: the output {store.buffer.name}[{', '.join(map(str, idx))}] of a tensorized "
+                         f"statement with fused element-wise ops is not indexed by distinct nest indices; the "
+                         f"oracle cannot apply those ops to the elements it updates")
+    fresh = {v: Var(f"{v.name}_fused") for v in idx}
+
+    def loops(op):
+        at = tuple(fresh[v] for v in idx)
+        body = Store(out, at, op(Load(out, at)))
+        for v in reversed(idx):
+            body = For(fresh[v], Const(0), extents[v], body)
+        return body
+
+    return loops

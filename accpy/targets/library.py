@@ -181,6 +181,10 @@ class TargetLibrary:
         """ValueError when `plan.cache(location=...)` names one of this library's memories that
         `target` lacks."""
 
+    def check_double_buffer(self, target, location) -> None:
+        """ValueError when a cache in this library's memory `location` cannot be double-buffered
+        (`plan.cache(..., double_buffer=True)`)."""
+
     # -- packaging -------------------------------------------------------------------------------------
     def native_units(self) -> tuple:
         """NativeUnit files linked into a package that calls this library's intrinsics."""

@@ -56,6 +56,14 @@ class TensorUnit:
     def check_tensorize(self, store, what: str) -> None:
         """ValueError unless the statement `store` of a tensorized part can become tiles."""
 
+    def fused_ops(self, store) -> tuple:
+        """(before, after): the element-wise operations this unit's intrinsic applies to the output
+        of the tensorized statement `store` beyond the nest's logic, each None or a function from an
+        element's value (an IR expression) to its new value; applied once to every element the
+        sub-nest updates, before its first update and after its last. DEBUG mode's oracle applies
+        them too."""
+        return None, None
+
     def for_intrinsic(self, intrinsic) -> "TensorUnit":
         """The unit that checks and matches the sub-nests tensorized onto `intrinsic` (one this unit
         resolved): the unit itself, unless its tiles depend on options of the call (e.g. a number of

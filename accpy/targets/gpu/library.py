@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..features import Category
 from ..library import LibraryPass, TargetLibrary
 from .cuda import companion_grids
+from .enums import MMA_FRAGMENT
 from .grid import GpuGrid
 from .shared import atomic_updates, cooperative_copies
 from .tensor import INTRINSICS, GpuTensorUnit, tensor_cores
@@ -26,6 +27,16 @@ class GpuLibrary(TargetLibrary):
 
     def tensor_unit(self, target):
         return GpuTensorUnit(target)
+
+    def check_cache_location(self, target, location) -> None:
+        if location is MMA_FRAGMENT and not self.applies_to(target):
+            raise ValueError(f"cache: target {target.name} has no {location.name} memory (the tensor-core "
+                             f"fragments of a GPU target's warps)")
+
+    def check_double_buffer(self, target, location) -> None:
+        if location is MMA_FRAGMENT:
+            raise ValueError("cache: double_buffer=True on an MMA_FRAGMENT cache; fragments are a warp's registers, "
+                             "loaded at the cache's index (Accera refuses it too)")
 
     def companion_grids(self, target) -> tuple:
         # a CUDA target's packages also write their kernels in CUDA C (<name>.cu; nvcc checks it

@@ -36,6 +36,7 @@ from ...ir.stmt import Alloc, Block, Evaluate, For, If, Store, block
 from ...ir.types import ScalarType
 from ...ir.visitor import Mutator, buffers_of, nodes_of, substitute
 from ..grid import ATOMIC, BARRIER, UNIT_ID
+from .tiles import is_emulation_scratch
 
 
 def _shared(b) -> bool:
@@ -371,7 +372,9 @@ def cooperative_copies(stmt, request, grid):
     if ahead:
         stmt = _DoubleBuffer(frozenset(c.buffer for c in ahead if not c.staged),
                              frozenset(c.buffer for c in ahead if c.staged)).visit(stmt)
-    sizes = {b.name: _bytes(b) for b in buffers_of(stmt) if _shared(b) and _accessed(stmt, b)}
+    # (the tensor-core emulation's scratch is not on the device: the OpenCL device checks its own limit)
+    sizes = {b.name: _bytes(b) for b in buffers_of(stmt)
+             if _shared(b) and _accessed(stmt, b) and not is_emulation_scratch(b)}
     grid.check_shared_memory(request.target, sizes)
     thread_vars = frozenset(v for b in request.bindings if b.unit in inner for v in b.vars)
     return _PushGuards(thread_vars).visit(stmt)

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...ir.expr import Const, as_int, idx_op
+from ...ir.expr import BinOp, Const, as_int, idx_op
 from ...ir.kinds import LoopKind
 from ...ir.stmt import Alloc, For, Store, block
 from ...ir.types import ScalarType
@@ -183,6 +183,20 @@ def _scalar(op: MMAFragmentOp, arg, what: str):
     return None
 
 
+def _fragment_op(op: MMAFragmentOp, arg, t):
+    """`op` (with its scalar `arg`) on an element of type `t`, as a function of the element's IR
+    value; None for NONE."""
+    if op is MMAFragmentOp.NONE:
+        return None
+    c = Const(arg if arg is not None else 0, t)
+    zero = Const(0, t)
+    return {MMAFragmentOp.SET: lambda x: c,
+            MMAFragmentOp.SCALE: lambda x: BinOp("mul", x, c, t),
+            MMAFragmentOp.ReLU: lambda x: BinOp("max", x, zero, t),
+            # x * (x > 0): the same values as max(x, 0) for every finite x
+            MMAFragmentOp.ReLU_NoConditional: lambda x: BinOp("max", x, zero, t)}[op]
+
+
 def parse_options(spec) -> MmaIntrinsic:
     """An `MmaIntrinsic` from `plan.tensorize`'s arguments: None (M16xN16xK16_B1), an MMAShape, or a
     dict of Accera's keyword arguments. ValueError naming an unknown or bad option."""
@@ -265,6 +279,14 @@ class GpuTensorUnit(TensorUnit):
 
     def for_intrinsic(self, intrinsic):
         return GpuTensorUnit(self.target, intrinsic)
+
+    def fused_ops(self, store) -> tuple:
+        # the prologue and epilogue ops, once per reduction (as the tiles apply them)
+        intr = self.intrinsic
+        if intr is None:
+            return None, None
+        t = store.buffer.dtype
+        return _fragment_op(intr.prologue, intr.prologue_arg, t), _fragment_op(intr.epilogue, intr.epilogue_arg, t)
 
     def check_tensorize(self, store, what: str) -> None:
         _, a, _, tag = matmul_operands(store, what)

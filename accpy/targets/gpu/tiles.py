@@ -104,6 +104,15 @@ def _stride(load: Load, var) -> object:
     return total
 
 
+SCRATCH_NAMES = ("mfma_scratch", "mma_scratch_")  # the prefixes of TileContext.scratch_of's buffers
+
+
+def is_emulation_scratch(b: Buffer) -> bool:
+    """Whether `b` is the emulation's fragment scratch (no such memory on a device with tensor
+    cores: not counted against its shared memory)."""
+    return b.role == BufferRole.CACHE and b.name.startswith(SCRATCH_NAMES)
+
+
 @dataclass
 class TileContext:
     """What building a function's tiles shares: the scratch (per input type; one for MFMA), fragment
@@ -121,6 +130,8 @@ class TileContext:
         return self.mfma_words * 4 if key == "mfma" else SCRATCH_BYTES[key]
 
     def scratch_of(self, tag: str) -> Buffer:
+        """The shared scratch the emulated warps of a block exchange their fragments through (named
+        so that `is_emulation_scratch` knows it: a device's tensor cores need none)."""
         key = "mfma" if self.lanes == WAVE else tag
         if key not in self.scratch:
             words = self.warps * self.scratch_bytes(key) // 4

@@ -196,9 +196,8 @@ def _lowered(plan, args):
 
 def test_fragment_cache_refusals():
     plan, args, ix = plan_for(S.M16xN16xK4_B1)
-    plan.cache(args[0], index=ix["k"], location=FRAGMENT, double_buffer=True)
-    with pytest.raises(ValueError, match="double_buffer=True on an MMA_FRAGMENT cache"):
-        _lowered(plan, args)
+    with pytest.raises(ValueError, match="double_buffer=True on an MMA_FRAGMENT cache"):  # at plan.cache
+        plan.cache(args[0], index=ix["k"], location=FRAGMENT, double_buffer=True)
     plan, args, ix = plan_for(S.M16xN16xK4_B1)
     plan.cache(args[0], index=ix["k"], location=FRAGMENT)
     with pytest.raises(ValueError, match="A block of tensorize.* moves with the loop\\(s\\) k"):
@@ -221,9 +220,8 @@ def test_fragment_cache_on_a_cpu_target_is_refused():
     nest, args = _plain_matmul()
     s = nest.create_schedule()
     plan = s.create_plan()
-    plan.cache(args[2], index=s.get_indices()[2], location=FRAGMENT)
-    with pytest.raises(ScheduleError, match="has no memory 'mma_fragment'"):
-        _lowered(plan, args)
+    with pytest.raises(ValueError, match="target HOST has no MMA_FRAGMENT memory"):  # at plan.cache
+        plan.cache(args[2], index=s.get_indices()[2], location=FRAGMENT)
 
 
 def _plain_matmul():
@@ -253,3 +251,26 @@ def test_wavefronts_are_64_work_items():
     with pytest.raises(LimitError, match="32 warps of 64 lanes: one block would have threads: 2048, more than the "
                                          "1024 AMD MI100 allows"):
         plan.lower("f", args)
+
+
+# -- DEBUG mode's oracle ----------------------------------------------------------------------------
+@pytest.mark.parametrize("pro, epi", [((acc.MMAFragmentOp.SET, 0.0), (acc.MMAFragmentOp.SCALE, 5.0)),
+                                      ((None, None), (acc.MMAFragmentOp.ReLU, None))])
+def test_debug_mode_applies_the_fused_prologue_and_epilogue(needs_opencl, tmp_path, pro, epi):
+    # the plan's fragment ops are part of the function it builds: DEBUG mode's oracle (the unscheduled
+    # nest) applies them too, so the tutorial's alpha scaling passes the check
+    ops = {k: v for k, v in (("prologue_op", pro[0]), ("prologue_arg", pro[1]), ("epilogue_op", epi[0]),
+                             ("epilogue_arg", epi[1])) if v is not None}
+    plan, args, _ = plan_for(S.M16xN16xK4_B1, **ops)
+    pkg = acc.Package()
+    pkg.add(plan, args=args, base_name="fused")
+    pkg.build("fused_debug", output_dir=tmp_path, mode=acc.Package.Mode.DEBUG, format=acc.Package.Format.HAT_DYNAMIC,
+              python_module=False)
+    lib = acc.load(tmp_path / "fused_debug.hat")
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.integers(-4, 5, size=x.shape).astype(np.float32) for x in args)
+    c -= 2  # some negative sums for the ReLU
+    want = a @ b + (0 if pro[0] is not None else c)
+    want = 5 * want if epi[0] is acc.MMAFragmentOp.SCALE else np.maximum(want, 0)
+    lib["fused"](a, b, c)  # (raises on a DEBUG-mode mismatch)
+    np.testing.assert_array_equal(c, want)
