@@ -19,7 +19,7 @@ from ..ir.types import ScalarType
 from ..paths import native_text
 from ..targets.library import grid_for, library_of
 from .calls import precondition_checks
-from .launch import launcher_source
+from .launch import device_declarations, launcher_source
 from .signature import KIND_ARRAY
 
 
@@ -311,6 +311,12 @@ def declarations(pkg_name: str, functions, allocating=()) -> str:
             lines.append(c_comment(pf.description))
         lines.append(f"void {pf.name}({params});")
     lines.append("")
+    device = device_declarations(functions)
+    if device:
+        types = dict.fromkeys(t for pf in functions if (g := grid_for(pf.target)) is not None and g.runtime is not None
+                              and (t := getattr(g.runtime, "header_types", "")))
+        lines += ["/* Device entries: the kernels on the caller's own queue and device buffers. */", *types]
+        lines += device + [""]
     lines.append(f"/* The last error reported by a function of this package on this thread, or NULL. */")
     lines.append(f"const char* {pkg_name}_last_error(void);")
     lines.append("")

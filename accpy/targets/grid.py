@@ -196,6 +196,7 @@ class DeviceRuntime:
     name: str = ""
     queue_type: str = ""
     buffer_type: str = ""
+    header_types: str = ""  # C a header needs before declaring device entries (e.g. incomplete structs)
     queue_kernel: str = ""
     check_buffer: str = ""
     queue_launch: str = ""

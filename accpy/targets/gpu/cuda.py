@@ -63,6 +63,11 @@ CUDA_RUNTIME = CompiledRuntime(
     read="accpy_cuda_read", free="accpy_cuda_free", set_arg="", launch="", grid_total=False,
     launch_template=f"{DEVICE_NAMESPACE}::{{kernel}}<<<{_DIMS}>>>({{args}})",
     launched=f"accpy_cuda_launched({{name}}, {_DIMS}, 0)",
+    # a device entry <fn>_device(cudaStream_t, device pointers..., sizes...): launched on the
+    # caller's stream, checked, not waited for
+    name="CUDA", queue_type="cudaStream_t",
+    device_launch_template=f"{DEVICE_NAMESPACE}::{{kernel}}<<<{_DIMS}, 0, {{queue}}>>>({{args}})",
+    device_launched=f"accpy_cuda_enqueued({{name}}, {_DIMS}, 0)",
     # the device prelude again, inside the namespace: its guards and macros are the host's until undone
     # (nvcc's #186, a pointless comparison of an unsigned value with 0, and #177, an unused static
     # function: both from the scalar helpers, written for every element type)

@@ -40,6 +40,7 @@ OPENCL_RUNTIME = DeviceRuntime(
     set_arg="accpy_cl_set_arg", launch="accpy_cl_launch", grid_total=True,
     source_type="struct accpy_cl_source", register="accpy_cl_register", package_kernel="accpy_cl_package_kernel",
     name="OpenCL", queue_type="struct _cl_command_queue*", buffer_type="struct _cl_mem*",
+    header_types="struct _cl_command_queue;\nstruct _cl_mem;",
     queue_kernel="accpy_cl_queue_kernel", check_buffer="accpy_cl_check_buffer",
     queue_launch="accpy_cl_launch_on_queue")
 

@@ -202,16 +202,26 @@ class FakeCudaArray:
 
 def test_cuda_arrays_are_refused_saying_why(package, queue):
     M, N, K, _ = SHAPES[0]
-    with pytest.raises(TypeError, match=r"__cuda_array_interface__.*no CUDA device entry"):
+    # (an A100 package: its CUDA device entry is in the .cu unit, which accpy writes but does not load)
+    with pytest.raises(TypeError, match=r"__cuda_array_interface__.*CUDA device entry \w+_device is in "
+                                        r"device_buffers.cu, which accpy does not load"):
         package.mm0(FakeCudaArray((M, K)), FakeCudaArray((K, N)), FakeCudaArray((M, N)))
 
 
 def test_the_hat_records_the_device_entry(package):
     meta = tomllib.loads(package.files["hat"].read_text())
     table = meta["functions"][next(f for f in meta["functions"] if f.startswith("mm0_"))]
-    [entry] = table["device_entries"]
-    assert entry["runtime"] == "OpenCL" and entry["file"] == "libdevice_buffers.so"
-    assert entry["symbol"] == launch.device_entry_name(table["name"]) == table["name"] + "_device"
+    entries = {e["runtime"]: e for e in table["device_entries"]}
+    assert entries["OpenCL"]["file"] == "libdevice_buffers.so" and entries["CUDA"]["file"] == "device_buffers.cu"
+    for entry in entries.values():
+        assert entry["symbol"] == launch.device_entry_name(table["name"]) == table["name"] + "_device"
+
+
+def test_the_header_declares_the_device_entry(package):
+    header = package.files["h"].read_text()
+    name = next(f for f in package.function_names if f.startswith("mm0_"))
+    assert "struct _cl_command_queue;" in header
+    assert f"int {name}_device(struct _cl_command_queue*" in header
 
 
 def test_the_c_device_entry_checks_its_buffers(package, queue):
@@ -326,22 +336,6 @@ def test_the_c_compiles_without_opencl_headers(package):
     assert "CL/" not in deps
 
 
-def cuda_grid_with_device_entries():
-    """The CUDA grid with the device-entry fields its runtime needs (what accpy/targets/gpu/cuda.py's
-    CUDA_RUNTIME is to set: until then its .cu units have no device entries)."""
-    import dataclasses
-
-    from accpy.targets.gpu import cuda
-
-    dims = "dim3({gx}, {gy}, {gz}), dim3({lx}, {ly}, {lz})"
-    grid = cuda.CudaGrid()
-    grid.runtime = dataclasses.replace(
-        cuda.CUDA_RUNTIME, name="CUDA", queue_type="cudaStream_t",
-        device_launch_template=f"{cuda.DEVICE_NAMESPACE}::{{kernel}}<<<{dims}, 0, {{queue}}>>>({{args}})",
-        device_launched=f"accpy_cuda_enqueued({{name}}, {dims}, 0)")
-    return grid
-
-
 @pytest.mark.needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_the_cuda_device_entry_compiles_with_nvcc(arch):
@@ -350,7 +344,9 @@ def test_the_cuda_device_entry_compiles_with_nvcc(arch):
 
     plan, args = axpy_plan()
     fn = plan.lower("axpy", args)
-    text = launch.device_unit_source("axpy_pkg", [fn], cuda_grid_with_device_entries())
+    from accpy.targets.gpu.cuda import CudaGrid
+
+    text = launch.device_unit_source("axpy_pkg", [fn], CudaGrid())
     assert 'extern "C" int axpy_device(cudaStream_t accpy_queue, int64_t M, int64_t N, float* X, float* Y)' in text
     assert "<<<dim3(" in text and ", 0, accpy_queue>>>(M, N, X, Y);" in text
     tools.compile_cuda(text, arch=arch, mode="object")
