@@ -9,10 +9,16 @@ when every block ran; otherwise the failing block's place and error are printed.
 from __future__ import annotations
 
 import linecache
+import os
 import subprocess
 import sys
 import traceback
 from pathlib import Path
+
+
+# PoCL 3.1 sometimes computes the tensor-core emulation's tiles wrongly when it runs work-groups on
+# several threads (tests/targets/gpu/conftest.py): the GPU page's blocks run with one
+os.environ.setdefault("POCL_MAX_PTHREAD_COUNT", "1")
 
 
 def main(page_path: str) -> int:
