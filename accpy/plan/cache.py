@@ -265,7 +265,7 @@ def _checked_double_buffer_location(where, double_buffer, location):
         raise ValueError("cache: double_buffer_location requires double_buffer=True")
     if not isinstance(where, MemorySpace):
         raise TypeError(f"double_buffer_location: expected an acc.MemorySpace or acc.AUTO, got {where!r}")
-    if where is location:
+    if where is (location if location is not None else MemorySpace.NONE):
         return None
     if where is MemorySpace.PRIVATE and location is MemorySpace.SHARED:
         return where
