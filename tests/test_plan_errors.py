@@ -244,7 +244,10 @@ def test_bad_layout_element_type_strategy_location():
     with pytest.raises((TypeError, ValueError), match="element_type"):
         plan, x = matmul()
         plan.cache(x["A"], index=x["k"], element_type="float33")
-    rejects(lambda p, x: p.cache(x["A"], index=x["k"], strategy="BLOCKED"), match="strategy")
+    rejects(lambda p, x: p.cache(x["A"], index=x["k"], strategy="BLOCKED"), exc=TypeError,
+            match="strategy: expected an acc.CacheStrategy")
+    rejects(lambda p, x: p.cache(x["A"], index=x["k"], strategy=acc.CacheStrategy.BLOCKED),
+            match="is for GPU targets; a CPU cache takes only acc.AUTO")
     rejects(lambda p, x: p.cache(x["A"], index=x["k"], location=MemorySpace.GLOBAL), match="GLOBAL")
     rejects(lambda p, x: p.cache(x["A"], index=x["k"], location=MemorySpace.SCRATCHPAD),
             match="has no SCRATCHPAD memory")

@@ -36,6 +36,7 @@ class CacheRequest:
     shared: bool = False  # in the memory the units of a grid's block share (filled by them together)
     across: tuple = ()  # (shared) the loop vars of those units: the block is the union over them
     double_buffer: bool = False  # filled one iteration ahead into a second buffer
+    strategy: Optional[str] = None  # (shared) how the units divide the copy: "blocked", "striped" (None: auto)
     staged: bool = False  # (double_buffer) the next block waits in each unit's registers, not a second buffer
     buffer: Any = None  # the buffer the cache pass made for it (None: none, e.g. a thrifty alias)
     notes: list = field(default_factory=list)  # what lowering changed in the request, and why (Cache.notes)

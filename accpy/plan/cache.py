@@ -17,8 +17,8 @@ from ..nest.array import Array, Role, scalar_type
 from ..nest.layouts import GroupedLayout
 from ..nest.parameters import UnresolvedParameter
 from ..nest.views import ArrayView
-from ..targets.library import libraries
-from ..targets.cache_strategy import AUTO
+from ..targets.library import grid_for, libraries
+from ..targets.cache_strategy import AUTO, CacheStrategy
 from ..targets.memory_space import MemorySpace
 
 
@@ -51,6 +51,7 @@ class Cache:
         # where the next step's block waits (double_buffer): None, the cache's own memory (a second
         # buffer there), or PRIVATE (each unit's registers, stored into the one buffer after the step)
         self.double_buffer_location = double_buffer_location
+        self.strategy = None  # how the units sharing the cache divide its copy (a CacheStrategy; None: AUTO)
         self.panel_width = panel_width  # columns per panel (1: none)
         self.notes: list = []  # what accpy changed in the request, and why (shown by repr(plan))
         self.locality = locality  # a target memory's loads: how near the core the source's lines stay
@@ -115,11 +116,9 @@ class Cache:
             raise ValueError(f"cache: triggers (multicaches) and double_buffer need an INPUT or CONST source; "
                              f"{array.name} is {array.role.name}")
         double_buffer_location = _checked_double_buffer_location(double_buffer_location, double_buffer, location)
-        if strategy is not None and strategy is not AUTO:  # Accera: only AUTO on a CPU (targets/cache_strategy.py)
-            raise ValueError(f"cache: strategy={strategy!r} is for GPU targets; a CPU cache takes only acc.AUTO "
-                             f"(the default), as in Accera")
         if location is not None and not isinstance(location, MemorySpace):
             raise TypeError(f"location: expected an acc.MemorySpace, got {location!r}")
+        strategy = _checked_strategy(strategy, plan.target, location)
         if location is MemorySpace.GLOBAL:
             raise ValueError("cache: a GLOBAL-memory cache is not supported")
         for lib in libraries():
@@ -162,6 +161,7 @@ class Cache:
                 raise ValueError("locality: a hint for the loads into a target memory; give location= too")
         made = cls(plan, source, index, level, trigger_index, trigger_level, max_elements, layout, element_type,
                    thrifty, location, double_buffer, panel_width, locality, double_buffer_location)
+        made.strategy = strategy
         made.notes += [note] if note else []
         return made
 
@@ -253,6 +253,22 @@ def _flag(value, what: str, none: bool = False):
     if value is None and none:
         return None
     raise TypeError(f"{what}: expected True or False, got {type(value).__name__} {value!r}")
+
+
+def _checked_strategy(strategy, target, location):
+    """`strategy` as kept on the Cache: None (None or AUTO) or a CacheStrategy for a SHARED cache on
+    a target with a grid (its units copy the cache together). ValueError / TypeError otherwise."""
+    if strategy is None or strategy is AUTO:
+        return None
+    if not isinstance(strategy, CacheStrategy):
+        raise TypeError(f"strategy: expected an acc.CacheStrategy or acc.AUTO, got {strategy!r}")
+    if grid_for(target) is None:  # Accera: only AUTO on a CPU (targets/cache_strategy.py)
+        raise ValueError(f"cache: strategy={strategy!r} is for GPU targets; a CPU cache takes only acc.AUTO "
+                         f"(the default), as in Accera")
+    if location is not MemorySpace.SHARED:
+        raise ValueError(f"cache: strategy={strategy!r} divides the copy of a SHARED cache among the threads of a "
+                         f"block; this cache's location is {getattr(location, 'name', location)}")
+    return strategy
 
 
 def _checked_double_buffer_location(where, double_buffer, location):

@@ -75,7 +75,8 @@ def cache_requests(plan) -> tuple:
             deferred=getattr(c.source, "_deferred_cache", None) is c, resolved_level=resolved,
             shared=_is_shared(c, grid), across=across if _is_shared(c, grid) else (),
             double_buffer=bool(c.double_buffer),
-            staged=getattr(c.double_buffer_location, "value", None) == "private"))
+            staged=getattr(c.double_buffer_location, "value", None) == "private",
+            strategy=getattr(getattr(c, "strategy", None), "value", None)))
     return tuple(out)
 
 

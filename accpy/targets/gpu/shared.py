@@ -74,8 +74,10 @@ def _thread_units(bindings, inner_level_units) -> list:
     return sorted(out, key=lambda u: u[0])
 
 
-def cooperative(loops, store, threads):
-    """The copy `loops` around `store`, dealt out to the block's threads (`threads`: [(unit, count)])."""
+def cooperative(loops, store, threads, strategy=None):
+    """The copy `loops` around `store`, dealt out to the block's threads (`threads`: [(unit, count)]):
+    element e to thread e mod T (None, "striped": consecutive threads on consecutive elements), or
+    ("blocked") each thread one contiguous run of ceil(E / T) elements."""
     total_threads, tid, stride = Const(1), Const(0), Const(1)
     for unit, count in threads:  # x fastest
         tid = idx_op("add", tid, idx_op("mul", Call(UNIT_ID + unit, (), ScalarType.index), stride))
@@ -86,13 +88,16 @@ def cooperative(loops, store, threads):
     for e in exts:
         total = idx_op("mul", total, e)
     t = Var(f"{loops[-1].var.name}_t")
-    flat = idx_op("add", idx_op("mul", t, total_threads), tid)
+    rounds = idx_op("floordiv", idx_op("sub", idx_op("add", total, total_threads), Const(1)), total_threads)
+    if strategy == "blocked":
+        flat = idx_op("add", idx_op("mul", tid, rounds), t)
+    else:
+        flat = idx_op("add", idx_op("mul", t, total_threads), tid)
     mapping, inner = {}, Const(1)
     for f, e in reversed(list(zip(loops, exts))):
         mapping[f.var] = idx_op("add", f.lo, idx_op("mod", idx_op("floordiv", flat, inner), e))
         inner = idx_op("mul", inner, e)
     body = If(BinOp("lt", flat, total, ScalarType.bool), substitute(store, mapping))
-    rounds = idx_op("floordiv", idx_op("sub", idx_op("add", total, total_threads), Const(1)), total_threads)
     return For(t, Const(0), rounds, body, attrs=(("cooperative", True), ("threads", total_threads)))
 
 
@@ -104,8 +109,9 @@ class _Cooperate(Mutator):
     """Copies of shared caches dealt out to the block's threads, with their barriers. `dirty`: a
     statement since the last barrier read a shared cache (a fill must wait for it)."""
 
-    def __init__(self, threads):
+    def __init__(self, threads, strategies=None):
         self.threads = threads
+        self.strategies = strategies or {}  # a cache's buffer -> its CacheStrategy value
         self.dirty = False
 
     def visit_For(self, f: For):
@@ -145,9 +151,14 @@ class _Cooperate(Mutator):
                 if any(_shared(x.buffer) for x in nodes_of(s, Load)) and not _ends_with_barrier(out[-1]):
                     self.dirty = True
             else:
-                run.append(cooperative(loops, store, self.threads))
+                run.append(cooperative(loops, store, self.threads, self.strategies.get(_filled(store))))
         flush()
         return block(*_merge_barriers(out))
+
+
+def _filled(store):
+    """The shared cache a copy's store fills or writes back (the shared side of the copy)."""
+    return store.buffer if _shared(store.buffer) else _copied(store.value)
 
 
 def _stmts(s) -> tuple:
@@ -367,7 +378,8 @@ def cooperative_copies(stmt, request, grid):
         return stmt
     inner = {u for u, unit in grid.units.items() if unit.level == grid.levels[-1]}
     threads = _thread_units(request.bindings, inner)
-    stmt = _Cooperate(threads).visit(stmt)
+    strategies = {c.buffer: c.strategy for c in request.caches if c.shared and c.buffer is not None}
+    stmt = _Cooperate(threads, strategies).visit(stmt)
     ahead = [c for c in request.caches if c.shared and c.double_buffer and c.buffer is not None]
     if ahead:
         stmt = _DoubleBuffer(frozenset(c.buffer for c in ahead if not c.staged),

@@ -177,7 +177,8 @@ def _scalar(op: MMAFragmentOp, arg, what: str):
             raise ValueError(f"tensorize: {what}_op=MMAFragmentOp.{op.name} needs its scalar: {what}_arg=<a number>, "
                              f"got {arg!r}")
         return arg
-    if arg is not None:
+    # (0, Accera's default for the scalar, may be spelled out with any op)
+    if arg is not None and not (isinstance(arg, (int, float)) and not isinstance(arg, bool) and arg == 0):
         raise ValueError(f"tensorize: {what}_arg={arg!r} is given, but {what}_op=MMAFragmentOp.{op.name} takes no "
                          f"scalar (SET and SCALE do)")
     return None

@@ -274,3 +274,10 @@ def test_debug_mode_applies_the_fused_prologue_and_epilogue(needs_opencl, tmp_pa
     want = 5 * want if epi[0] is acc.MMAFragmentOp.SCALE else np.maximum(want, 0)
     lib["fused"](a, b, c)  # (raises on a DEBUG-mode mismatch)
     np.testing.assert_array_equal(c, want)
+
+
+def test_the_scalar_of_an_op_without_one_may_be_accera_s_default():
+    # Accera's tests spell out prologue_arg=0.0 (its default) with prologue_op=NONE
+    plan_for(S.M16xN16xK4_B1, prologue_op=acc.MMAFragmentOp.NONE, prologue_arg=0.0)
+    with pytest.raises(ValueError, match=r"epilogue_arg=2 is given, but epilogue_op=MMAFragmentOp.ReLU takes no scalar"):
+        plan_for(S.M16xN16xK4_B1, epilogue_op=acc.MMAFragmentOp.ReLU, epilogue_arg=2)

@@ -81,6 +81,31 @@ def test_double_buffering_through_registers_keeps_one_shared_buffer():
     assert loop.count("barrier(") == 2
 
 
+@pytest.mark.parametrize("strategy", [acc.CacheStrategy.BLOCKED, acc.CacheStrategy.STRIPED])
+def test_cache_strategies_divide_the_copy(needs_opencl, strategy):
+    # BLOCKED: each thread one contiguous run of the block; STRIPED: consecutive threads on
+    # consecutive elements (with a tail: 33 x 17 x 50)
+    for shape in ((64, 48, 64), (33, 17, 50)):
+        nest, (A, B, C) = matmul(*shape)
+        i, j, k = nest.get_indices()
+        s = nest.create_schedule()
+        ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 16)
+        s.reorder(i, j, ii, jj, k, kk)
+        plan = s.create_plan(A100)
+        plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, ii: A100.GridUnit.THREAD_Y,
+                   jj: A100.GridUnit.THREAD_X})
+        plan.cache(A, index=kk, location=SHARED, strategy=strategy, double_buffer=True)
+        plan.cache(B, index=kk, location=SHARED, strategy=strategy)
+        assert_matches_reference(plan, (A, B, C))
+
+
+def test_a_cache_strategy_needs_a_shared_cache_on_a_gpu():
+    plan, (A, B, C) = shared_matmul(32, 32, 32)
+    k = plan.schedule.get_indices()[0]
+    with pytest.raises(ValueError, match="divides the copy of a SHARED cache"):
+        plan.cache(A, index=k, location=acc.MemorySpace.PRIVATE, strategy=acc.CacheStrategy.BLOCKED)
+
+
 def test_double_buffer_location_is_checked():
     plan, (A, B, C) = shared_matmul(32, 32, 32)
     with pytest.raises(ValueError, match="double_buffer_location requires double_buffer=True"):
