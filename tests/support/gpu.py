@@ -30,3 +30,24 @@ def conv3x3(H, W, CI, CO, dtype=F32):
         O[y, x, co] += I[y + ky, x + kx, ci] * Wt[ky, kx, ci, co]
 
     return nest, (I, Wt, O)
+
+
+def axpy_plan(split=16, target=A100):
+    """Y = 2 Y + X over runtime sizes (M, N), rows bound to BLOCK_Y, columns in blocks of `split`
+    threads: (plan, (M, N, X, Y))."""
+    M, N = acc.create_dimensions()
+    X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(M, N), name="X")
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N), name="Y")
+    nest = acc.Nest(shape=(M, N))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i, j] = Y[i, j] * 2.0 + X[i, j]
+
+    s = nest.create_schedule()
+    jj = s.split(j, split)
+    s.reorder(i, j, jj)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, jj: target.GridUnit.THREAD_X})
+    return plan, (M, N, X, Y)

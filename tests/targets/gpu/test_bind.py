@@ -9,7 +9,7 @@ import pytest
 import accpy as acc
 from accpy.errors import LimitError, ScheduleError
 from accpy.testing import assert_matches_reference
-from support.gpu import A100, F32, MI100, conv3x3, matmul
+from support.gpu import A100, F32, MI100, axpy_plan, conv3x3, matmul
 
 
 def tiled_plan(M, N, K, target=A100, bm=16, bn=16, dtype=F32):
@@ -59,21 +59,7 @@ def test_unbound_outer_loops_run_inside_each_thread(needs_opencl):
 
 
 def test_runtime_sizes_size_the_grid(needs_opencl, tmp_path):
-    M, N = acc.create_dimensions()
-    X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(M, N), name="X")
-    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N), name="Y")
-    nest = acc.Nest(shape=(M, N))
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        Y[i, j] = Y[i, j] * 2.0 + X[i, j]
-
-    s = nest.create_schedule()
-    jj = s.split(j, 32)
-    s.reorder(i, j, jj)
-    plan = s.create_plan(A100)
-    plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, jj: A100.GridUnit.THREAD_X})
+    plan, (M, N, X, Y) = axpy_plan(split=32)
     pkg = acc.Package()
     pkg.add(plan, args=(M, N, X, Y), base_name="axpy")
     lib = pkg.build("gpu_axpy", output_dir=str(tmp_path), python_module=False)

@@ -14,7 +14,7 @@ import accpy as acc
 from accpy import paths
 from accpy.errors import KernelError
 from accpy.package import launch
-from support.gpu import A100, F32, matmul
+from support.gpu import A100, axpy_plan, matmul
 
 cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
@@ -35,26 +35,6 @@ def bound_matmul(M, N, K, b):
     plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, ii: A100.GridUnit.THREAD_Y,
                jj: A100.GridUnit.THREAD_X})
     return plan, args
-
-
-def axpy_plan():
-    """Y = 2 Y + X over runtime sizes (M, N): (plan, args)."""
-    M, N = acc.create_dimensions()
-    X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(M, N), name="X")
-    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N), name="Y")
-    nest = acc.Nest(shape=(M, N))
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        Y[i, j] = Y[i, j] * 2.0 + X[i, j]
-
-    s = nest.create_schedule()
-    jj = s.split(j, 16)
-    s.reorder(i, j, jj)
-    plan = s.create_plan(A100)
-    plan.bind({i: A100.GridUnit.BLOCK_Y, j: A100.GridUnit.BLOCK_X, jj: A100.GridUnit.THREAD_X})
-    return plan, (M, N, X, Y)
 
 
 @pytest.fixture(scope="module")
