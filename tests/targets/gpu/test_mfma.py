@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import accpy as acc
-from accpy.errors import LimitError, ScheduleError
+from accpy.errors import LimitError
 from accpy.targets.gpu import mfma
 from accpy.targets.gpu.mma import FragmentError
 from accpy.testing.asserts import run
