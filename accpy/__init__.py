@@ -24,6 +24,7 @@ from .targets import MMAFragmentOp, MMASchedulingPolicy, MMAShape, Target
 from . import targets as Targets  # Accera's module name: acc.Targets.Model lists the known models
 from .targets.cache_strategy import AUTO, CacheStrategy
 from . import tune  # the accpy.tune package; calling it runs accpy.tune.tune
+from .auto.search import autoschedule
 
 inf = float("inf")  # Accera's acc.inf: a float constant usable in logic (e.g. -acc.inf to start a max)
 

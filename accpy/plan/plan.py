@@ -500,6 +500,13 @@ class Plan(RuntimePacking, AutoPlanning, Binding_):
         indices, caches with their levels, tensorize requests, calls waiting for parameters."""
         return describe_plan(self)
 
+    def explain(self) -> str:
+        """Why the plan is what it is: for a plan made by `acc.autoschedule`, the dependences and
+        bands it found, its candidates with the model's estimates, the measured times and the
+        chosen calls (accpy/auto/explain.py); for a plan written by hand, `repr(plan)`."""
+        report = getattr(self, "_auto_report", None)
+        return report.text() if report is not None else describe_plan(self)
+
     def tensorize_requests(self) -> list:
         """[(loop vars (i, j, k), description, the tensor unit of its intrinsic)] of the tensorized
         sub-nests, for lowering."""

@@ -1,0 +1,215 @@
+"""What a schedule's nest computes, as a performance engineer reads it.
+
+`Kernel.of(schedule, args)` reads the schedule's iteration space (its loops in order, each
+access's subscripts over them) and the arrays' strides, and answers the questions the cost model
+asks: how far apart in memory consecutive iterations of a loop put each access (`Ref.stride`),
+how many operations one iteration does, and whether the nest is a *contraction*
+
+    Out[..] += X[..] * Y[..]        (one statement; casts of the operands allowed)
+
+with the roles a register-blocked kernel needs: `n`, the output loop that is unit-stride in the
+output and in one input (`b`, the vector operand); `m`, the output loops the other input (`a`,
+broadcast) also walks (the register tile's rows: the last of them); `k`, the loops the output does
+not depend on (the reduction); `outer`, the other output loops. Matmul (C[i,j] += A[i,k]*B[k,j]:
+n=j, m=i, k=k), batched and transposed matmuls, convolutions (O[h,w,co] += I[h+kh,w+kw,ci] *
+W[kh,kw,ci,co]: n=co, m=w, outer=h, k=kh,kw,ci) and depthwise ones are contractions; a
+matrix-vector product whose output is not unit-stride in any input is not (the model schedules it
+as a reduction).
+
+Nothing here changes the schedule; loops of unknown extent (runtime sizes) have `extent` None.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..ir.affine import to_affine
+from ..ir.expr import BinOp, Cast, Const, Load, UnOp
+from ..ir.visitor import accesses as ir_accesses
+
+
+@dataclass(frozen=True)
+class Loop:
+    """One loop of the schedule, in loop order."""
+
+    index: object  # the schedule's index handle
+    name: str
+    var: object  # the dim's Var
+    extent: Optional[int]  # None: a runtime size
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One access of the logic: its array and, per loop, the distance in elements between the
+    elements two consecutive iterations of that loop touch (None: not a constant)."""
+
+    array: object  # the acc.Array among the function's args (None: a temporary of the logic)
+    buffer: object
+    kind: str  # "read" | "write" | "reduce"
+    subscripts: tuple  # Affine over the loops' vars (None where not affine)
+    strides: dict  # loop name -> element stride (0: the loop does not move it; None: unknown)
+    itemsize: int
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    def stride(self, loop: str) -> Optional[int]:
+        return self.strides.get(loop, 0)
+
+    def uses(self, loop: str) -> bool:
+        s = self.strides.get(loop, 0)
+        return s is None or s != 0
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """The roles of a contraction's loops (see the module docstring); names of loops."""
+
+    out: Ref
+    a: Ref  # the broadcast operand (does not move with n; or, when both do, a second vector operand)
+    b: Ref  # the vector operand (unit stride along n)
+    n: str
+    m: tuple  # output loops `a` walks, outer to inner (the last: the register tile's rows)
+    k: tuple  # reduction loops, in loop order
+    outer: tuple  # the other output loops
+    dtypes: tuple  # element types of (a, b, out)
+
+
+@dataclass
+class Kernel:
+    loops: list
+    refs: list
+    ops_per_point: int  # arithmetic operations of one iteration (a multiply-add counts 2)
+    contraction: Optional[Contraction] = None
+    parts: int = 1
+    notes: list = field(default_factory=list)
+
+    @property
+    def names(self) -> list:
+        return [lp.name for lp in self.loops]
+
+    def loop(self, name: str) -> Loop:
+        return next(lp for lp in self.loops if lp.name == name)
+
+    def points(self) -> Optional[int]:
+        """Iterations of the whole space (None: a runtime size)."""
+        n = 1
+        for lp in self.loops:
+            if lp.extent is None:
+                return None
+            n *= lp.extent
+        return n
+
+    @staticmethod
+    def of(schedule, args) -> "Kernel":
+        space = schedule.space
+        loops = [Loop(d.index, d.name, d.var, _const(d.extent)) for d in space.dims]
+        by_buffer = _arrays_by_buffer(args)
+        refs, ops = [], 0
+        for part in space.parts:
+            for st in part.statements:
+                store = st.assign
+                refs.extend(_refs(store, part.index_map, loops, by_buffer))
+                ops += _ops(store.value) + (1 if store.reduce else 0)
+        k = Kernel(loops, refs, max(ops, 1), parts=len(space.parts))
+        if len(space.parts) == 1 and len(space.parts[0].statements) == 1:
+            k.contraction = _contraction(space.parts[0].statements[0].assign, k)
+        return k
+
+
+def _const(e) -> Optional[int]:
+    a = to_affine(e)
+    return a.const if a is not None and a.is_const else None
+
+
+def _arrays_by_buffer(args) -> dict:
+    out = {}
+    for a in args or ():
+        try:
+            out[id(a.buffer)] = a
+        except Exception:  # a Scalar, a Dimension: no buffer
+            continue
+    return out
+
+
+def _strides_of(buffer) -> Optional[tuple]:
+    out = []
+    for s in buffer.strides:
+        c = _const(s)
+        if c is None:
+            return None
+        out.append(c)
+    return tuple(out)
+
+
+def _subscripts(indices, index_map) -> tuple:
+    out = []
+    for e in indices:
+        a = to_affine(e)
+        out.append(a.subs(index_map) if a is not None else None)
+    return tuple(out)
+
+
+def _ref(buffer, indices, kind, index_map, loops, by_buffer) -> Ref:
+    subs = _subscripts(indices, index_map)
+    strides = _strides_of(buffer)
+    per_loop = {}
+    for lp in loops:
+        if any(s is None for s in subs) or strides is None:
+            moves = any(s is None or s.coef(lp.var) for s in subs)
+            per_loop[lp.name] = None if moves else 0
+            continue
+        per_loop[lp.name] = sum(s.coef(lp.var) * st for s, st in zip(subs, strides))
+    return Ref(by_buffer.get(id(buffer)), buffer, kind, subs, per_loop, max(1, buffer.dtype.bits // 8))
+
+
+def _refs(store, index_map, loops, by_buffer) -> list:
+    kind = "reduce" if store.reduce else "write"
+    out = [_ref(store.buffer, store.indices, kind, index_map, loops, by_buffer)]
+    for acc in ir_accesses(store.value):
+        if not acc.is_write:
+            out.append(_ref(acc.buffer, acc.indices, "read", index_map, loops, by_buffer))
+    return out
+
+
+def _ops(e) -> int:
+    if isinstance(e, BinOp):
+        return 1 + _ops(e.a) + _ops(e.b)
+    if isinstance(e, UnOp):
+        return 1 + _ops(e.a)
+    if isinstance(e, Cast):
+        return _ops(e.value)
+    return 0
+
+
+def _operand(e) -> Optional[Load]:
+    while isinstance(e, Cast):
+        e = e.value
+    return e if isinstance(e, Load) else None
+
+
+def _contraction(store, k: Kernel) -> Optional[Contraction]:
+    v = store.value
+    if store.reduce != "add" or not isinstance(v, BinOp) or v.op != "mul":
+        return None
+    x, y = _operand(v.a), _operand(v.b)
+    if x is None or y is None or isinstance(v.a, Const):
+        return None
+    out = k.refs[0]
+    ins = [r for r in k.refs[1:] if r.kind == "read"]
+    if len(ins) != 2:
+        return None
+    out_loops = [lp.name for lp in k.loops if out.uses(lp.name)]
+    unit = [n for n in out_loops if out.stride(n) == 1]
+    for n in reversed(unit):
+        for b, a in ((ins[1], ins[0]), (ins[0], ins[1])):
+            if b.stride(n) != 1 or a.stride(n) not in (0, 1) or (a.stride(n) == 1 and b is ins[1]):
+                continue  # (both unit-stride along n, as in a depthwise convolution: a vector each)
+            m = tuple(lp for lp in out_loops if lp != n and a.uses(lp))
+            red = tuple(lp.name for lp in k.loops if not out.uses(lp.name))
+            if not red:
+                continue
+            outer = tuple(lp for lp in out_loops if lp != n and lp not in m)
+            return Contraction(out, a, b, n, m, red, outer, (a.buffer.dtype, b.buffer.dtype, out.buffer.dtype))
+    return None

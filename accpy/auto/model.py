@@ -1,0 +1,354 @@
+"""The cost model: candidate recipes for a kernel on a target, each with its estimate.
+
+Two families, each general (no kernel is named):
+
+* **register-blocked contraction** (`kernel.Contraction`: matmuls, batched and transposed ones,
+  convolutions): the five-loop blocking of fast GEMMs. An MR x NR tile of the output lives in
+  vector registers for the whole (blocked) reduction: MR rows of the loop the broadcast operand
+  walks, NR = NV vectors of the unit-stride loop. The register file bounds the tile (MR * NV
+  accumulators, NV vectors of the vector operand and one broadcast must fit); the caches bound the
+  blocks: KC steps of the reduction per block (the tile's loads and stores amortized over it),
+  NC columns of the vector operand per packed block (3/4 of L2, at most 256 columns), MC rows per
+  block of rows. The vector operand's block is packed (a cache, in panels of NR columns) when its
+  rows are far apart or it outgrows half of L2; with one, each step of the reduction prefetches
+  the packed lines 8 steps ahead. Threads take the column blocks (balanced: the NC whose busiest
+  thread has the least work), else the rows.
+* **ordered loops** (everything else: matrix-vector products, stencils, element-wise nests): the
+  loops of each permutable band (bands.py) ordered by memory cost (the loop whose iterations move
+  the fewest cache lines innermost), the innermost loop vectorized where its lanes are
+  independent and it walks memory with unit stride, the outermost coincident loop parallel.
+
+Every recipe is estimated (estimate.py) on its own transformed schedule; those the checks refuse
+are kept with the reason (explain shows them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import ScheduleError
+from .estimate import Estimate, estimate
+from .kernel import Kernel
+from .recipe import CacheStep, Recipe
+
+_REFUSED = (ScheduleError, ValueError, TypeError, NotImplementedError)
+
+
+@dataclass
+class Candidate:
+    recipe: Recipe
+    estimate: Optional[Estimate] = None
+    refused: Optional[str] = None  # why accpy's checks refused it
+
+    @property
+    def seconds(self) -> float:
+        return self.estimate.seconds if self.estimate else math.inf
+
+
+def lanes_of(target, itemsize: int) -> int:
+    return max(1, target.vector_bytes // itemsize)
+
+
+# -- the register-blocked contraction --------------------------------------------------------------
+
+def register_tiles(target, itemsize: int) -> list:
+    """(MR, NV) register tiles that fit the target's vector registers, best first: those whose
+    inner step is not load-bound (MR * NV multiply-adds per MR + NV loads, two of each per cycle),
+    with at least 12 accumulators to hide the FMA latency, and fewest loads per multiply-add.
+    Measured preferences first: 4 x 3 vectors with 8 lanes, 6 x 4 with 16 (8 x 3 for long blocks
+    of k, `preferred_tile`)."""
+    regs = max(8, target.vector_registers or 16)
+    tiles = [(mr, nv) for mr in range(1, 17) for nv in range(1, 7) if mr * nv + nv + 1 <= regs]
+
+    def score(t):
+        mr, nv = t
+        acc = mr * nv
+        return (-min(1.0, acc / (mr + nv)), -min(acc, 12), -(acc / (mr + nv)), -acc)
+
+    return sorted(tiles, key=score)
+
+
+def preferred_tile(lanes: int, kc: int) -> Optional[tuple]:
+    """The register tile measured fastest for this vector width (None: use the model's best)."""
+    if lanes == 16:
+        return (8, 3) if kc >= 768 else (6, 4)
+    if lanes == 8:
+        return (4, 3)
+    return None
+
+
+def balanced_nc(N: int, nc_max: int, NR: int, threads: int, lanes: int) -> int:
+    """The NC whose busiest thread has the least work when threads take contiguous runs of the N / NC
+    column blocks (OpenMP's static schedule); work is counted in NR-wide panels, a narrower tail panel
+    costing its vectors' share and a little more. Candidates: multiples of NR up to the cache-sized
+    NC, and N split evenly between the threads (513 columns on 2 threads: 257 each, not 64-wide
+    blocks shared 5 to 4)."""
+    def cost(width):
+        tail = width % NR
+        return width // NR + (-(-tail // lanes) / (NR // lanes) + 0.1 if tail else 0.0)
+
+    def busiest(nc):
+        widths = [min(nc, N - b * nc) for b in range(-(-N // nc))]
+        q, r = divmod(len(widths), threads)
+        runs, start = [], 0
+        for t in range(threads):
+            n = q + (1 if t < r else 0)
+            runs.append(sum(cost(w) for w in widths[start:start + n]))
+            start += n
+        return max(runs)
+
+    even = {-(-N // (threads * m)) for m in range(1, 9)}
+    cands = set(range(NR, nc_max + 1, NR)) | {nc for nc in even if NR <= nc <= nc_max + NR}
+    return min(sorted(cands), key=lambda nc: (busiest(nc), -nc))
+
+
+def contraction_blocks(kernel: Kernel, target, threads: int, tile: Optional[tuple] = None) -> dict:
+    """The block sizes of the register-blocked recipe (module docstring): MR, NV, NR, KC, NC, MC, lanes,
+    and whether to pack the vector operand."""
+    c = kernel.contraction
+    isz = c.out.itemsize
+    lanes = lanes_of(target, isz)
+    ext = {lp.name: (lp.extent or 1024) for lp in kernel.loops}
+    N = ext[c.n]
+    M = ext[c.m[-1]] if c.m else 1
+    kin = ext[c.k[-1]]
+    k_outer = math.prod(ext[x] for x in c.k[:-1])
+    KC = max(1, min(kin, 1024))
+    mr, nv = tile or preferred_tile(lanes, KC) or register_tiles(target, isz)[0]
+    nv = max(1, min(nv, -(-N // lanes)))
+    mr = max(1, min(mr, M))
+    NR = nv * lanes
+    caches = target.cache_bytes or (32768, 524288)
+    l2 = caches[1] if len(caches) > 1 else caches[0] * 16
+    NC = max(NR, min(max(4 * NR, 256) // NR * NR, (3 * l2 // 4 // (c.b.itemsize * KC * k_outer)) // NR * NR))
+    if threads > 1 and N >= 2 * NR * threads:
+        NC = balanced_nc(N, NC, NR, threads, lanes)
+    MC = 96 if 96 % mr == 0 else 16 * mr
+    b_row = max((abs(c.b.stride(x) or 0) for x in c.k), default=0)
+    b_bytes = math.prod(ext[x] for x in kernel.names if c.b.uses(x)) * c.b.itemsize
+    pack = b_row * c.b.itemsize >= 1024 or b_bytes > l2 // 2
+    return dict(MR=mr, NV=nv, NR=NR, KC=KC, NC=NC, MC=MC, lanes=lanes, pack=pack, N=N, M=M, K=kin)
+
+
+def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[bool] = None) -> Recipe:
+    """The register-blocked recipe of `kernel` (a contraction) with the blocks `b`."""
+    c = kernel.contraction
+    pack = b["pack"] if pack is None else pack
+    splits, why = [], []
+    n_vec = c.n
+    n0 = n1 = None
+    if b["N"] > b["NR"]:
+        n0 = c.n
+        if b["NC"] < b["N"] and b["NC"] > b["NR"]:
+            splits.append((c.n, b["NC"], "n_in"))
+            n1 = "n_in"
+        splits.append((n1 or c.n, b["NR"], "n_vec"))
+        n_vec = "n_vec"
+    kb = None
+    k_inner = list(c.k)
+    if b["KC"] < b["K"]:
+        splits.append((c.k[-1], b["KC"], "k_in"))
+        kb = c.k[-1]
+        k_inner[-1] = "k_in"
+    m_rows = c.m[-1] if c.m else None
+    m_tile = m0 = None
+    if m_rows is not None:
+        if b["MC"] < b["M"] and b["MC"] > b["MR"]:
+            splits.append((m_rows, b["MC"], "m_in"))
+            m0 = m_rows
+        src = "m_in" if m0 else m_rows
+        if b["MR"] > 1:
+            splits.append((src, b["MR"], "m_tile"))
+            m_tile = "m_tile"
+        m1 = src
+    else:
+        m1 = None
+    order = [x for x in (n0,) if x] + ([kb] if kb else []) + list(c.outer) + list(c.m[:-1])
+    order += [x for x in (m0,) if x] + [x for x in (m1,) if x and x != m0] + [x for x in (n1,) if x]
+    order += k_inner + [x for x in (m_tile,) if x] + [n_vec]
+    caches, prefetch = [], []
+    first_k = k_inner[0]
+    if pack and c.b.array is not None:
+        at = n1 or first_k
+        before = order[:order.index(at)]
+        moving = [x for x in before if c.b.uses(_origin(x, c, kb))]
+        trigger = moving[-1] if moving else None
+        caches.append(CacheStep(c.b.name, at, trigger, b["NR"] if n1 else None))
+        prefetch.append((c.b.name, k_inner[-1], 8))
+        why.append(f"{c.b.name} packed per block ({b['KC']} x {b['NC']}): its rows are far apart or it "
+                   f"outgrows half of L2")
+    if c.out.array is not None:
+        caches.append(CacheStep(c.out.name, first_k, None, None))
+    why.insert(0, f"{b['MR']} x {b['NR']} tile of {c.out.name} in registers ({b['MR']} rows of {m_rows or '-'} x "
+                  f"{b['NV']} vectors of {c.n}), over blocks of {b['KC']} steps of {c.k[-1]}")
+    unroll = [m_tile] if m_tile else []
+    par = ()
+    if threads > 1:
+        for cand in order:
+            if cand in c.k or cand == kb:
+                continue
+            par = (cand,)
+            break
+    params = {k: b[k] for k in ("MR", "NV", "NR", "KC", "NC", "MC")}
+    params["pack"] = bool(pack)
+    return Recipe("register-blocked contraction", splits=tuple(splits), order=tuple(order), caches=tuple(caches),
+                  prefetch=tuple(prefetch), unroll=tuple(unroll), vectorize=n_vec, parallel=par, threads=threads,
+                  why=tuple(why), params=params)
+
+
+def _origin(name: str, c, kb) -> str:
+    """The kernel loop a recipe loop name comes from (for which arrays move with it)."""
+    return {"n_in": c.n, "n_vec": c.n, "k_in": c.k[-1], "m_in": c.m[-1] if c.m else name,
+            "m_tile": c.m[-1] if c.m else name}.get(name, name)
+
+
+def contraction_candidates(kernel: Kernel, target, threads: int) -> list:
+    """The model's register-blocked recipes: the preferred tile, then other tiles and packing."""
+    c = kernel.contraction
+    base = contraction_blocks(kernel, target, threads)
+    out = [contraction_recipe(kernel, threads, base)]
+    out.append(contraction_recipe(kernel, threads, base, pack=not base["pack"]))
+    for tile in register_tiles(target, c.out.itemsize)[:4]:
+        b = contraction_blocks(kernel, target, threads, tile)
+        if (b["MR"], b["NV"]) != (base["MR"], base["NV"]):
+            out.append(contraction_recipe(kernel, threads, b))
+    return out
+
+
+def contraction_rate(params: dict, kernel: Kernel, target) -> float:
+    """The fraction of the FMA peak the register tile's inner step runs at, tails included: 0.9 for
+    the measured preferred tile, 0.85 for others (loop overhead), less when the step is load-bound,
+    has fewer than 12 accumulators, or reads an unpacked operand whose rows are 1 KiB or more apart."""
+    mr, nv, NR = params["MR"], params["NV"], params["NR"]
+    c = kernel.contraction
+    lanes = lanes_of(target, c.out.itemsize)
+    base = 0.9 if preferred_tile(lanes, params["KC"]) == (mr, nv) else 0.85
+    rate = min(1.0, mr * nv / (mr + nv)) * min(1.0, mr * nv / 12)
+    b_row = max((abs(c.b.stride(x) or 0) for x in c.k), default=0) * c.b.itemsize
+    if not params.get("pack") and b_row >= 1024:
+        rate *= 0.9
+    ext = {lp.name: (lp.extent or 1024) for lp in kernel.loops}
+    N, M = ext[c.n], (ext[c.m[-1]] if c.m else 1)
+    tail_n = (N % NR) / N if N > NR else 0.0
+    tail_m = (M % mr) / M if M > mr else 0.0
+    return base * rate * (1 - 0.5 * tail_n) * (1 - 0.3 * tail_m)
+
+
+# -- ordered loops ----------------------------------------------------------------------------------
+
+def memory_cost(kernel: Kernel, name: str, line: int = 64) -> float:
+    """Cache lines the accesses move per iteration of loop `name` when it is innermost (Kennedy and
+    McKinley's loop cost): 0 for an access it does not move, stride * size / line for a short stride,
+    1 for a long one; writes count twice."""
+    cost = 0.0
+    for r in kernel.refs:
+        s = r.stride(name)
+        if s == 0:
+            continue
+        w = 2.0 if r.kind != "read" else 1.0
+        cost += w * (1.0 if s is None else min(1.0, abs(s) * r.itemsize / line))
+    return cost
+
+
+def ordered_candidates(kernel: Kernel, schedule, target, threads: int, bands) -> list:
+    """Recipes of the ordered family: loop orders within the bands by memory cost, the innermost loop
+    vectorized where it can be, the outermost coincident loop parallel."""
+    out = []
+    for order in _orders(kernel, bands)[:3]:
+        out.append(_ordered_recipe(kernel, order, target, threads, bands))
+    return out
+
+
+def _orders(kernel: Kernel, bands) -> list:
+    """Loop orders: each band's members by decreasing memory cost (cheapest innermost), the bands in
+    their order; then the same with the two innermost of the last band swapped, and the current order."""
+    names = kernel.names
+    groups = [[ix.name for ix in band] for band in bands.bands] if bands is not None else [names]
+    best = []
+    for g in groups:
+        best += sorted(g, key=lambda n: (-memory_cost(kernel, n), names.index(n)))
+    out = [best]
+    if len(groups[-1]) >= 2:
+        alt = best[:-2] + [best[-1], best[-2]]
+        out.append(alt)
+    if names not in out:
+        out.append(list(names))
+    return out
+
+
+def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands) -> Recipe:
+    inner = order[-1]
+    refs = kernel.refs
+    lanes = lanes_of(target, max(r.itemsize for r in refs))
+    ext = kernel.loop(inner).extent or 0
+    unit = any(r.stride(inner) == 1 for r in refs)
+    writes_ok = all(r.stride(inner) in (0, 1) for r in refs if r.kind != "read")
+    splits, vec, unroll, why = [], None, [], []
+    new_order = list(order)
+    if unit and writes_ok and ext >= 2 * lanes:
+        splits.append((inner, 2 * lanes, "v"))
+        new_order.append("v")
+        vec = "v"
+        why.append(f"{inner} innermost (unit stride), vectorized 2 x {lanes} lanes")
+    else:
+        why.append(f"{inner} innermost (fewest cache lines per iteration)")
+    par = ()
+    coincident = {ix.name for ix in bands.coincident} if bands is not None else set()
+    if threads > 1:
+        for n in new_order:
+            if n in coincident and (kernel.loop(n).extent or threads) >= threads:
+                par = (n,)
+                why.append(f"{n} on {threads} threads (no dependence crosses its iterations)")
+                break
+    return Recipe("ordered loops", splits=tuple(splits), order=tuple(new_order) if new_order != kernel.names else (),
+                  unroll=tuple(unroll), vectorize=vec, parallel=par, threads=threads, why=tuple(why),
+                  params={"order": list(order)})
+
+
+# -- all of them, estimated --------------------------------------------------------------------------
+
+def candidates(schedule, args, target, threads: int, bands=None) -> list:
+    """Every candidate recipe of the model for `schedule`, each estimated on its own transformed
+    schedule (or refused, with the reason), best estimate first. With `bands` (bands.py), the
+    recipes start with the bands' skews and are read on the skewed schedule."""
+    skews = tuple((a.name, b.name) for a, b in bands.skews) if bands is not None else ()
+    kernel = Kernel.of(bands.schedule if bands is not None else schedule, args)
+    recipes = []
+    if kernel.contraction is not None and kernel.parts == 1:
+        recipes += contraction_candidates(kernel, target, threads)
+    recipes += ordered_candidates(kernel, schedule, target, threads, bands)
+    out, seen = [], set()
+    for r in recipes:
+        r.skews = skews
+        if r.key() in seen:
+            continue
+        seen.add(r.key())
+        out.append(_estimated(r, schedule, args, target, kernel))
+    out.sort(key=lambda c: (c.refused is not None, c.seconds))
+    return out
+
+
+def _estimated(r: Recipe, schedule, args, target, kernel: Kernel) -> Candidate:
+    try:
+        s, handles = r.schedule_on(schedule)
+    except _REFUSED as e:
+        return Candidate(r, refused=f"{type(e).__name__}: {e}")
+    k2 = Kernel.of(s, args)
+    lanes = lanes_of(target, max(x.itemsize for x in kernel.refs))
+    par_trip = 1
+    if r.parallel:
+        par_trip = k2.loop(handles[r.parallel[0]].name).extent or r.threads
+    rate = None
+    copies = 0.0
+    if r.family == "register-blocked contraction":
+        rate = contraction_rate(r.params, kernel, target)
+        if r.params.get("pack"):
+            c = kernel.contraction
+            ext = {lp.name: (lp.extent or 1024) for lp in kernel.loops}
+            copies = 2.0 * math.prod(ext[x] for x in kernel.names if c.b.uses(x)) * c.b.itemsize
+    est = estimate(k2, target, vector_loop=handles[r.vectorize].name if r.vectorize else None,
+                   lanes=lanes if r.vectorize else 1, register_rate=rate, threads=r.threads,
+                   parallel_trip=par_trip, copies_bytes=copies, real_points=kernel.points(),
+                   blocked=rate is not None)
+    return Candidate(r, est)

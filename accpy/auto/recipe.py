@@ -1,0 +1,103 @@
+"""A schedule and plan written down as data, and applied through the public API.
+
+A `Recipe` lists what a performance engineer would type: splits, skews, a loop order, caches,
+prefetches, unrolled and vectorized loops, a parallel loop. Loops are named by strings: the names
+of the schedule's loops when the recipe starts, and the names the recipe gives the inner loops its
+splits make. `apply` replays it on a copy of the schedule with `Schedule.split/skew/reorder` and
+`Plan.cache/prefetch/unroll/vectorize/parallelize`, so every step passes the same legality checks
+as a hand-written one (never `unsafe=True`): a recipe that would change the result, race or ask
+for something accpy cannot build raises there, and the cost model drops it with the reason.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class CacheStep:
+    array: str  # the array's name
+    index: str
+    trigger: Optional[str] = None
+    panel_width: Optional[int] = None
+
+
+@dataclass
+class Recipe:
+    family: str  # e.g. "register-blocked contraction"
+    splits: tuple = ()  # ((loop, size, inner loop's name), ...), in order
+    skews: tuple = ()  # ((loop, reference loop), ...), before the splits
+    order: tuple = ()  # the loop order (every loop) or () to keep it
+    caches: tuple = ()  # CacheStep, in order
+    prefetch: tuple = ()  # ((array, loop, distance), ...)
+    unroll: tuple = ()
+    vectorize: Optional[str] = None
+    parallel: tuple = ()  # loops run on threads (contiguous), or ()
+    threads: int = 1
+    why: tuple = ()  # the reasons, one line each
+    params: dict = field(default_factory=dict)  # the sizes chosen (for explain and the result cache)
+
+    def key(self) -> str:
+        """A stable text naming the recipe (what it does, not why)."""
+        return repr((self.family, self.skews, self.splits, self.order, self.caches, self.prefetch, self.unroll,
+                     self.vectorize, self.parallel, self.threads))
+
+    def lines(self) -> list:
+        """What the recipe does, as the calls a person would write."""
+        out = [f"schedule.skew({a}, {b})" for a, b in self.skews]
+        out += [f"{new} = schedule.split({ix}, {size})" for ix, size, new in self.splits]
+        if self.order:
+            out.append(f"schedule.reorder({', '.join(self.order)})")
+        for c in self.caches:
+            extra = (f", trigger_index={c.trigger}" if c.trigger else "") + \
+                    (f", panel_width={c.panel_width}" if c.panel_width else "")
+            out.append(f"plan.cache({c.array}, index={c.index}{extra})")
+        out += [f"plan.prefetch({a}, index={ix}, distance={d})" for a, ix, d in self.prefetch]
+        out += [f"plan.unroll({ix})" for ix in self.unroll]
+        if self.vectorize:
+            out.append(f"plan.vectorize({self.vectorize})")
+        if self.parallel:
+            out.append(f"plan.parallelize(({', '.join(self.parallel)}), max_threads={self.threads})")
+        return out
+
+    def schedule_on(self, schedule) -> tuple:
+        """(a transformed copy of `schedule`, {loop name: index handle}): the schedule steps only."""
+        s = copy_of(schedule)
+        handles = {d.name: d.index for d in s.space.dims}
+        for ix, ref in self.skews:
+            s.skew(handles[ix], handles[ref])
+        for ix, size, new in self.splits:
+            handles[new] = s.split(handles[ix], size)
+        if self.order:
+            s.reorder(*[handles[n] for n in self.order])
+        return s, handles
+
+    def apply(self, schedule, args, target):
+        """The plan this recipe makes of `schedule` (not changed) for `target`."""
+        s, handles = self.schedule_on(schedule)
+        plan = s.create_plan(target)
+        arrays = {a.name: a for a in args if hasattr(a, "name")}
+        for c in self.caches:
+            plan.cache(arrays[c.array], index=handles[c.index],
+                       trigger_index=handles[c.trigger] if c.trigger else None, panel_width=c.panel_width)
+        for a, ix, d in self.prefetch:
+            plan.prefetch(arrays[a], index=handles[ix], distance=d)
+        for ix in self.unroll:
+            plan.unroll(handles[ix])
+        if self.vectorize:
+            plan.vectorize(handles[self.vectorize])
+        if self.parallel:
+            plan.parallelize([handles[n] for n in self.parallel], max_threads=self.threads)
+        return plan
+
+
+def copy_of(schedule):
+    """A copy of `schedule` whose transforms do not touch the original (its nests are shared)."""
+    out = type(schedule).__new__(type(schedule))
+    out.__dict__.update(schedule.__dict__)
+    out._commands = schedule._commands.copy()
+    for k, v in schedule.__dict__.items():
+        if isinstance(v, (list, dict, set)):
+            out.__dict__[k] = copy.copy(v)
+    return out

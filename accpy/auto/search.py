@@ -1,0 +1,175 @@
+"""`acc.autoschedule`: the bands, the model's candidates, the best few measured, the result kept.
+
+    plan = acc.autoschedule(nest, args=(A, B, C))                 # model, then measurement (60 s)
+    plan = acc.autoschedule(nest, args=(A, B, C), measure=False)  # the model alone: fast, deterministic
+    print(plan.explain())
+
+With `measure=True` the model's best candidates (as many as the budget allows, at most
+`MAX_MEASURED`) are measured with `acc.tune` on `executor` (any `concurrent.futures` executor or a
+Dask client; default local processes), each checked against the nest's default order first; the
+fastest wins. With `measure=False` the model's best estimate wins. Either way the choice is kept
+in the build cache (`<cache>/autoschedule/<key>.json`, key: the schedule's text, its arrays'
+shapes, types and strides, the target, the threads, the mode and accpy's version), so a second
+call makes the same plan at once, without measuring.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict
+from typing import Optional
+
+from ..errors import ScheduleError
+from ..nest.nest import Nest
+from ..paths import cache_dir
+from ..schedule.schedule import Schedule
+from ..targets import Target
+from ..version import __version__
+from .explain import Report
+from .model import _REFUSED, Candidate, candidates
+from .recipe import CacheStep, Recipe, copy_of
+
+MAX_MEASURED = 6
+_SECONDS_PER_CANDIDATE = 6.0  # a build, a check and a few samples, for sizing the search
+
+
+def autoschedule(source, args, target=None, budget_s: float = 60.0, measure: bool = True, executor=None,
+                 threads: Optional[int] = None):
+    """A plan for `source` (an acc.Nest, or a Schedule whose transforms are kept and extended) on
+    `target` (default acc.Target.HOST) using up to `threads` threads (default the target's
+    num_threads). See the module docstring; `plan.explain()` says what was chosen and why."""
+    t0 = time.perf_counter()
+    schedule = _schedule_of(source)
+    args = _args_of(args)
+    target = Target.HOST if target is None else target
+    if not isinstance(target, Target):
+        raise TypeError(f"target: expected an acc.Target, got {type(target).__name__} {target!r}")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
+        raise ValueError(f"budget_s: expected a number of seconds > 0, got {budget_s!r}")
+    threads = target.num_threads if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
+    key = _key(schedule, args, target, threads, measure)
+    kept = _load(key)
+    if kept is not None:
+        try:
+            plan = kept["recipe"].apply(schedule, args, target)
+            plan._auto_report = Report.from_json(kept["report"], cached=True,
+                                                 seconds=time.perf_counter() - t0)
+            return plan
+        except _REFUSED:
+            pass  # a stale entry: decide again
+    bands = _bands(schedule)
+    cands = candidates(schedule, args, target, threads, bands)
+    usable = [c for c in cands if c.refused is None]
+    if not usable:
+        raise ScheduleError("autoschedule: every candidate was refused: " +
+                            "; ".join(f"{c.recipe.family}: {c.refused}" for c in cands))
+    measured = {}
+    if measure:
+        measured = _measure(schedule, args, target, usable, budget_s - (time.perf_counter() - t0), executor)
+        ok = [c for c in usable if measured.get(c.recipe.key(), {}).get("seconds") is not None]
+        best = min(ok, key=lambda c: measured[c.recipe.key()]["seconds"]) if ok else usable[0]
+    else:
+        best = usable[0]
+    plan = best.recipe.apply(schedule, args, target)
+    report = Report.build(bands, cands, best, measured, threads, target, measure,
+                          seconds=time.perf_counter() - t0)
+    plan._auto_report = report
+    _store(key, best.recipe, report)
+    return plan
+
+
+def _schedule_of(source):
+    if isinstance(source, Nest):
+        return source.create_schedule()
+    if isinstance(source, Schedule):
+        if source.is_parameterized:
+            raise ValueError("source: autoschedule needs a schedule without parameters (realize it first)")
+        return source
+    raise TypeError(f"source: expected an acc.Nest or a Schedule, got {type(source).__name__} {source!r}")
+
+
+def _args_of(args):
+    if not isinstance(args, (tuple, list)) or not args:
+        raise ValueError(f"args: expected the function's arguments as a tuple, e.g. args=(A, B, C), got {args!r}")
+    return tuple(args)
+
+
+def _bands(schedule):
+    """The permutable bands of a copy of `schedule` (skewed where that makes a band tileable)."""
+    try:
+        from .bands import find_bands
+    except ImportError:  # pragma: no cover - the bands module is part of the layer
+        return None
+    return find_bands(copy_of(schedule), skew=True)
+
+
+# -- measurement ---------------------------------------------------------------------------------------
+
+def _measure(schedule, args, target, usable: list, budget: float, executor) -> dict:
+    """{recipe key: {"seconds": median or None, "status": ...}} of the best few candidates."""
+    from ..tune import tune
+
+    n = max(1, min(MAX_MEASURED, len(usable), int(max(budget, 0) // _SECONDS_PER_CANDIDATE)))
+    chosen = usable[:n]
+    recipes = {str(k): c.recipe for k, c in enumerate(chosen)}
+
+    def variant(candidate: str):
+        return recipes[candidate].apply(schedule, args, target), args
+
+    per = max(1.0, budget / max(1, n))
+    r = tune(variant, grid=[{"candidate": k} for k in recipes], executor=executor, repeats=5,
+             timeout=per, build_timeout=max(per, 30.0), progress=False, label="autoschedule")
+    out = {}
+    for v in r.variants:
+        rec = recipes[str(v.values["candidate"])]
+        out[rec.key()] = {"seconds": v.value if v.status == "ok" else None, "status": v.status}
+    return out
+
+
+# -- the result cache ------------------------------------------------------------------------------------
+
+def _key(schedule, args, target, threads: int, measure: bool) -> str:
+    arrays = []
+    for a in args:
+        buf = getattr(a, "buffer", None)
+        if buf is None:
+            arrays.append(repr(a))
+            continue
+        arrays.append((buf.name, str(buf.dtype), [str(s) for s in buf.shape], [str(s) for s in buf.strides],
+                       str(getattr(a, "role", ""))))
+    t = (target.name, target.vector_bytes, target.vector_registers, tuple(target.cache_sizes),
+         tuple(sorted(target.extensions or ())))
+    text = json.dumps([schedule.to_python(), arrays, repr(t), threads, bool(measure), __version__], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _path(key: str):
+    d = cache_dir() / "autoschedule"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{key}.json"
+
+
+def _load(key: str) -> Optional[dict]:
+    p = _path(key)
+    try:
+        data = json.loads(p.read_text())
+        r = data["recipe"]
+        r["caches"] = tuple(CacheStep(**c) for c in r["caches"])
+        for f in ("splits", "skews", "prefetch"):
+            r[f] = tuple(tuple(x) for x in r[f])
+        for f in ("order", "unroll", "parallel", "why"):
+            r[f] = tuple(r[f])
+        return {"recipe": Recipe(**r), "report": data["report"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store(key: str, recipe: Recipe, report) -> None:
+    data = {"recipe": asdict(recipe), "report": report.to_json()}
+    p = _path(key)
+    tmp = p.with_suffix(f".{time.time_ns()}.tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    tmp.replace(p)
