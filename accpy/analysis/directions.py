@@ -129,6 +129,7 @@ class _Analyzer:
         self.pinned = _pinned(space)
         self._inst: dict = {}
         self._stmt: dict = {}
+        self._bases: dict = {}
 
     def instance(self, access: Access, tag: str) -> _Instance:
         """The `_Instance` of an access; the accesses of one statement share its point and
@@ -155,35 +156,48 @@ class _Analyzer:
                                 f"{b.statement.describe()} on {a.buffer.name} (solver timeout)")
         return r == self.z3.sat
 
-    def dependence(self, a: Access, b: Access, equal: tuple = ()) -> Optional[Dependence]:
-        """The dependence from a to b over pairs of instances equal at dims `equal`, or None."""
+    def _base(self, ia: _Instance, ib: _Instance):
+        """Both instances real and the first before the second in the program: one z3 term per pair
+        of statements (built once), and the dims' differences."""
+        key = (ia.access.part, ia.access.stmt, ib.access.part, ib.access.stmt)
+        if key not in self._bases:
+            z3 = self.z3
+            term = z3.And(*ia.cons, *ib.cons, original_before(ia, ib))
+            self._bases[key] = (term, [y - x for x, y in zip(ia.dims, ib.dims)])
+        return self._bases[key]
+
+    def _assert_pair(self, a: Access, b: Access, equal: tuple):
+        """Push the solver and assert a dependence from a to b (equal at `equal`); the instances,
+        or None (nothing pushed) when their elements have different ranks."""
         ia, ib = self.instance(a, "1"), self.instance(b, "2")
         if len(ia.element) != len(ib.element):
             return None
+        base, diffs = self._base(ia, ib)
         s = self.enc.solver
         s.push()
+        s.add(base, *[x == y for x, y in zip(ia.element, ib.element)], *[diffs[k] == 0 for k in equal])
+        return ia, ib, diffs
+
+    def dependence(self, a: Access, b: Access, equal: tuple = ()) -> Optional[Dependence]:
+        """The dependence from a to b over pairs of instances equal at dims `equal`, or None."""
+        pushed = self._assert_pair(a, b, equal)
+        if pushed is None:
+            return None
         try:
-            s.add(*ia.cons, *ib.cons)
-            s.add(*[x == y for x, y in zip(ia.element, ib.element)])
-            s.add(*[ia.dims[k] == ib.dims[k] for k in equal])
-            s.add(original_before(ia, ib))
             if not self._check(a, b):
                 return None
-            return self._directions(a, b, ia, ib, set(equal))
+            return self._directions(a, b, pushed, set(equal))
         finally:
-            s.pop()
+            self.enc.solver.pop()
 
     def combined(self, a: Access, b: Access, coefs: dict, equal: tuple) -> frozenset:
         """The signs of sum(coefs[k] * (b's dim k - a's)) over the dependence's pairs equal at `equal`."""
-        ia, ib = self.instance(a, "1"), self.instance(b, "2")
+        pushed = self._assert_pair(a, b, equal)
+        if pushed is None:
+            return frozenset()
         s, out = self.enc.solver, set()
-        term = sum(c * (ib.dims[k] - ia.dims[k]) for k, c in coefs.items())
-        s.push()
+        term = sum(c * pushed[2][k] for k, c in coefs.items())
         try:
-            s.add(*ia.cons, *ib.cons)
-            s.add(*[x == y for x, y in zip(ia.element, ib.element)])
-            s.add(*[ia.dims[k] == ib.dims[k] for k in equal])
-            s.add(original_before(ia, ib))
             for sg in SIGNS:
                 s.push()
                 s.add(term < 0 if sg == "-" else (term > 0 if sg == "+" else term == 0))
@@ -194,10 +208,10 @@ class _Analyzer:
             s.pop()
         return frozenset(out)
 
-    def _directions(self, a, b, ia, ib, equal: set) -> Dependence:
+    def _directions(self, a, b, pushed, equal: set) -> Dependence:
         """Signs and distances of a satisfiable dependence (the solver holds its constraints)."""
+        ia, ib, diffs = pushed
         s, n = self.enc.solver, len(ia.dims)
-        diffs = [ib.dims[k] - ia.dims[k] for k in range(n)]
         signs = [set() for _ in range(n)]
         values = [set() for _ in range(n)]
         pa, pb = self.pinned[a.part], self.pinned[b.part]
@@ -207,7 +221,8 @@ class _Analyzer:
         def harvest():
             m = s.model()
             for k in range(n):
-                v = m.eval(diffs[k], model_completion=True).as_long()
+                v = (m.eval(ib.dims[k], model_completion=True).as_long()
+                     - m.eval(ia.dims[k], model_completion=True).as_long())
                 signs[k].add(_sign(v))
                 values[k].add(v)
 

@@ -6,8 +6,12 @@ dependence not yet satisfied by outer bands goes backwards (signs within {"0", "
 order of a band's members, and any tiling of them, keeps every dependence. What is left of a
 dependence after a band is exactly its pairs of instances equal on every loop placed so far
 (`directions.refine`), so the greedy step never gets stuck on a legal schedule: the first
-remaining loop of the schedule's own order always qualifies. Only non-commuting dependences
-constrain the order; updates of one commuting reduction (two `+=`) may run in any order.
+remaining loop of the schedule's own order always qualifies. A loop that accpy orders after
+another (a split's inner loop after its outer one, a fused schedule's unfused loops after the
+fusing loop) joins a band only once that other loop is in an outer band, so every order of a
+band's members is one `Schedule.reorder` accepts (tiling: the tile loops' band, then the points').
+Only non-commuting dependences constrain the order; updates of one commuting reduction (two
+`+=`) may run in any order.
 
 A loop is *coincident* when no dependence left by the outer bands, commuting ones included,
 crosses its iterations: it may run in parallel wherever it stands inside its band (checked by
@@ -103,12 +107,7 @@ def _stages(space, deps: list, preds: dict) -> list:
     while remaining:
         ordering = [d for d in entering if not d.commuting]
         forward = [k for k in remaining if all(d.signs[k] <= _FORWARD for d in ordering)]
-        band = list(forward)
-        while True:  # a loop joins only with the loops that must precede it placed or joining
-            kept = [k for k in band if preds[k] <= set(placed) | set(band)]
-            if kept == band:
-                break
-            band = kept
+        band = [k for k in forward if preds[k] <= set(placed)]  # so any order of the band is accepted
         if not band:
             names = ", ".join(space.dims[k].name for k in remaining)
             raise ScheduleError(f"find_bands: none of the loops ({names}) can come next without reversing a "
@@ -136,17 +135,22 @@ def _skew_factor(deps: list, d: int, t: int) -> Optional[int]:
     return f if 1 <= f <= MAX_SKEW_FACTOR else None
 
 
-def _grow_by_skew(space, stages: list) -> Optional[tuple]:
-    """The first skew (d, t, f) of positions that lets a backward loop d join the band of an earlier
-    loop t (in the schedule's order, so the skewed order stays legal: pairs equal up to d have no
-    distance along t), or None. Decided on the dependences left at that band (`combined_signs`)."""
+def _grow_by_skew(space, stages: list) -> list:
+    """Skews (d, t, f) of positions that let backward loops d join the band of an earlier loop t (in
+    the schedule's order, so the skewed order stays legal: pairs equal up to d have no distance
+    along t), all for the first band that can grow, or []. Decided on the dependences left at that
+    band (`combined_signs`); skewing one d leaves the distances along the others as they are."""
     for st in stages:
+        found = []
         for d in st.backward:
             for t in st.band:
                 f = _skew_factor(st.entering, d, t) if t < d else None
                 if f is not None and _joins(space, st, d, t, f):
-                    return d, t, f
-    return None
+                    found.append((d, t, f))
+                    break
+        if found:
+            return found
+    return []
 
 
 def _joins(space, stage: _Stage, d: int, t: int, f: int) -> bool:
@@ -182,13 +186,14 @@ def find_bands(schedule, skew: bool = True) -> Bands:
         preds = _predecessors(schedule, space)
         deps = dependences(space)
         stages = _stages(space, deps, preds)
-        step = _grow_by_skew(space, stages) if skew else None
-        if step is None:
+        steps = _grow_by_skew(space, stages) if skew else []
+        if not steps:
             return _summary(schedule, stages, skews, deps)
-        d, t, f = step
-        handle, ref = space.dims[d].index, space.dims[t].index
-        for _ in range(f):
-            schedule.skew(handle, ref)
-            skews.append((handle, ref))
-    return _summary(schedule, _stages(schedule.space, dependences(schedule.space), preds), skews,
-                    dependences(schedule.space))
+        for d, t, f in steps:
+            handle, ref = space.dims[d].index, space.dims[t].index
+            for _ in range(f):
+                schedule.skew(handle, ref)
+                skews.append((handle, ref))
+    space = schedule.space
+    deps = dependences(space)
+    return _summary(schedule, _stages(space, deps, _predecessors(schedule, space)), skews, deps)
