@@ -131,8 +131,10 @@ def contraction_blocks(kernel: Kernel, target, threads: int, tile: Optional[tupl
     return dict(MR=mr, NV=nv, NR=NR, KC=KC, NC=NC, MC=MC, lanes=lanes, pack=pack, N=N, M=M, K=kin)
 
 
-def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[bool] = None) -> Recipe:
-    """The register-blocked recipe of `kernel` (a contraction) with the blocks `b`."""
+def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[bool] = None,
+                       parallel_at: int = 0) -> Recipe:
+    """The register-blocked recipe of `kernel` (a contraction) with the blocks `b`; with threads, the
+    parallel loop is the outermost loop that is not a reduction's (`parallel_at`=1: the next one)."""
     c = kernel.contraction
     pack = b["pack"] if pack is None else pack
     splits, why = [], []
@@ -185,13 +187,14 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
     unroll = [m_tile] if m_tile else []
     par = ()
     if threads > 1:
-        for cand in order:
-            if cand in c.k or cand == kb:
-                continue
-            par = (cand,)
-            break
+        eligible = [x for x in order if x not in c.k and x != kb and x not in ("m_tile", "n_vec")]
+        if eligible:
+            par = (eligible[min(parallel_at, len(eligible) - 1)],)
     params = {k: b[k] for k in ("MR", "NV", "NR", "KC", "NC", "MC")}
     params["pack"] = bool(pack)
+    params["threads"] = threads
+    if par:
+        params["parallel"] = par[0]
     return Recipe("register-blocked contraction", splits=tuple(splits), order=tuple(order), caches=tuple(caches),
                   prefetch=tuple(prefetch), unroll=tuple(unroll), vectorize=n_vec, parallel=par, threads=threads,
                   why=tuple(why), params=params)
@@ -204,15 +207,23 @@ def _origin(name: str, c, kb) -> str:
 
 
 def contraction_candidates(kernel: Kernel, target, threads: int) -> list:
-    """The model's register-blocked recipes: the preferred tile, then other tiles and packing."""
+    """The model's register-blocked recipes: the preferred tile; the same without (or with) packing;
+    with blocks of NR columns only (each tile of the output sweeps the whole reduction against its
+    own packed panel, as convolutions like); other register tiles; and with threads, the parallel
+    loop one level further in."""
     c = kernel.contraction
     base = contraction_blocks(kernel, target, threads)
     out = [contraction_recipe(kernel, threads, base)]
     out.append(contraction_recipe(kernel, threads, base, pack=not base["pack"]))
+    if base["NC"] > base["NR"] and base["N"] > base["NR"]:
+        out.append(contraction_recipe(kernel, threads, dict(base, NC=base["NR"])))
     for tile in register_tiles(target, c.out.itemsize)[:4]:
         b = contraction_blocks(kernel, target, threads, tile)
         if (b["MR"], b["NV"]) != (base["MR"], base["NV"]):
             out.append(contraction_recipe(kernel, threads, b))
+    if threads > 1:
+        out += [contraction_recipe(kernel, threads, base, parallel_at=1),
+                contraction_recipe(kernel, threads, dict(base, NC=base["NR"]), parallel_at=1)]
     return out
 
 
@@ -233,6 +244,46 @@ def contraction_rate(params: dict, kernel: Kernel, target) -> float:
     tail_n = (N % NR) / N if N > NR else 0.0
     tail_m = (M % mr) / M if M > mr else 0.0
     return base * rate * (1 - 0.5 * tail_n) * (1 - 0.3 * tail_m)
+
+
+def contraction_estimate(params: dict, kernel: Kernel, target, rate: float, copies: float,
+                         parallel_trip: int) -> Estimate:
+    """Seconds of a register-blocked recipe: its multiply-adds at `rate` of the FMA peak, against
+    the streams that feed the tiles: the vector operand's panels (read once per row tile, from the
+    cache level its packed block fits in) and the broadcast operand's rows (read once per column
+    block; NC = NR re-reads them for every panel), each at its level's bandwidth; plus the copies."""
+    c = kernel.contraction
+    ext = {lp.name: (lp.extent or 1024) for lp in kernel.loops}
+    isz = c.b.itemsize
+    lanes = lanes_of(target, c.out.itemsize)
+    M = math.prod(ext[x] for x in c.m) * math.prod(ext[x] for x in c.outer) if (c.m or c.outer) else 1
+    N = ext[c.n]
+    Kt = math.prod(ext[x] for x in c.k)
+    caches = list(target.cache_bytes or (32768, 524288))
+    bw = [_L2_BW, _L3_BW, _MEM_BW]
+
+    def level(nbytes: float) -> int:
+        if len(caches) > 1 and nbytes <= 3 * caches[1] // 4:
+            return 0
+        if len(caches) > 2 and nbytes <= caches[2] // 2:
+            return 1
+        return 2
+
+    block_b = params["KC"] * (Kt // max(1, ext[c.k[-1]])) * params["NC"] * isz
+    t_b = M * N * Kt * isz / max(1, params["MR"]) / bw[level(block_b)]
+    a_bytes = M * Kt * c.a.itemsize
+    t_a = a_bytes * max(1, -(-N // params["NC"])) / bw[level(a_bytes)]
+    compute = 2.0 * M * N * Kt / (2 * 2 * lanes * rate)
+    threads = max(1, min(params.get("threads", 1), parallel_trip))
+    work = max(compute, t_b + t_a) / threads + copies / _L2_BW
+    bound = "compute" if compute >= t_b + t_a else "operand streams"
+    detail = (f"compute {compute / _GHZ / 1e6:.3g} ms, panels {t_b / _GHZ / 1e6:.3g} ms, rows {t_a / _GHZ / 1e6:.3g} ms, "
+              f"copies {copies / _L2_BW / _GHZ / 1e6:.3g} ms")
+    return Estimate(work / (_GHZ * 1e9), bound, detail)
+
+
+_L2_BW, _L3_BW, _MEM_BW = 32.0, 16.0, 8.0  # bytes per cycle per core (estimate.py's figures)
+_GHZ = 2.5
 
 
 # -- ordered loops ----------------------------------------------------------------------------------
@@ -347,6 +398,8 @@ def _estimated(r: Recipe, schedule, args, target, kernel: Kernel) -> Candidate:
             c = kernel.contraction
             ext = {lp.name: (lp.extent or 1024) for lp in kernel.loops}
             copies = 2.0 * math.prod(ext[x] for x in kernel.names if c.b.uses(x)) * c.b.itemsize
+    if rate is not None:
+        return Candidate(r, contraction_estimate(r.params, kernel, target, rate, copies, par_trip))
     est = estimate(k2, target, vector_loop=handles[r.vectorize].name if r.vectorize else None,
                    lanes=lanes if r.vectorize else 1, register_rate=rate, threads=r.threads,
                    parallel_trip=par_trip, copies_bytes=copies, real_points=kernel.points(),

@@ -27,7 +27,7 @@ from ..schedule.schedule import Schedule
 from ..targets import Target
 from ..version import __version__
 from .explain import Report
-from .model import _REFUSED, Candidate, candidates
+from .model import _REFUSED, candidates
 from .recipe import CacheStep, Recipe, copy_of
 
 MAX_MEASURED = 6
