@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..ir.affine import to_affine
-from ..ir.expr import BinOp, Cast, Const, Load, UnOp
-from ..ir.visitor import accesses as ir_accesses
+from ..ir.expr import BinOp, Cast, Load, UnOp
+from ..ir.types import ScalarType
+from ..ir.visitor import accesses as ir_accesses, free_vars
 
 
 @dataclass(frozen=True)
@@ -189,12 +190,21 @@ def _operand(e) -> Optional[Load]:
     return e if isinstance(e, Load) else None
 
 
+def _factors(e) -> list:
+    """The factors of a product tree (casts kept on their operand)."""
+    if isinstance(e, BinOp) and e.op == "mul":
+        return _factors(e.a) + _factors(e.b)
+    return [e]
+
+
 def _contraction(store, k: Kernel) -> Optional[Contraction]:
-    v = store.value
-    if store.reduce != "add" or not isinstance(v, BinOp) or v.op != "mul":
+    if store.reduce != "add":
         return None
-    x, y = _operand(v.a), _operand(v.b)
-    if x is None or y is None or isinstance(v.a, Const):
+    loads, others = [], []
+    for f in _factors(store.value):
+        (loads if _operand(f) is not None else others).append(f)
+    # two array operands; other factors must not vary (constants, scalars: a scaled product)
+    if len(loads) != 2 or any(ir_accesses(f) or not _invariant(f) for f in others):
         return None
     out = k.refs[0]
     ins = [r for r in k.refs[1:] if r.kind == "read"]
@@ -202,10 +212,14 @@ def _contraction(store, k: Kernel) -> Optional[Contraction]:
         return None
     out_loops = [lp.name for lp in k.loops if out.uses(lp.name)]
     unit = [n for n in out_loops if out.stride(n) == 1]
+    # when both operands are unit-stride along n (a depthwise convolution: a vector each), `a` is the
+    # one that walks more of the output's other loops (the register tile's rows)
+    walks = lambda r: sum(1 for x in out_loops if r.uses(x))  # noqa: E731
+    pairs = sorted(((ins[1], ins[0]), (ins[0], ins[1])), key=lambda ba: -walks(ba[1]))
     for n in reversed(unit):
-        for b, a in ((ins[1], ins[0]), (ins[0], ins[1])):
-            if b.stride(n) != 1 or a.stride(n) not in (0, 1) or (a.stride(n) == 1 and b is ins[1]):
-                continue  # (both unit-stride along n, as in a depthwise convolution: a vector each)
+        for b, a in pairs:
+            if b.stride(n) != 1 or a.stride(n) not in (0, 1):
+                continue
             m = tuple(lp for lp in out_loops if lp != n and a.uses(lp))
             red = tuple(lp.name for lp in k.loops if not out.uses(lp.name))
             if not red:
@@ -213,3 +227,8 @@ def _contraction(store, k: Kernel) -> Optional[Contraction]:
             outer = tuple(lp for lp in out_loops if lp != n and lp not in m)
             return Contraction(out, a, b, n, m, red, outer, (a.buffer.dtype, b.buffer.dtype, out.buffer.dtype))
     return None
+
+
+def _invariant(e) -> bool:
+    """Whether `e` reads no index variable (a constant or a scalar argument)."""
+    return not any(v.dtype is ScalarType.index for v in free_vars(e))

@@ -304,11 +304,29 @@ def memory_cost(kernel: Kernel, name: str, line: int = 64) -> float:
 
 def ordered_candidates(kernel: Kernel, schedule, target, threads: int, bands) -> list:
     """Recipes of the ordered family: loop orders within the bands by memory cost, the innermost loop
-    vectorized where it can be, the outermost coincident loop parallel."""
+    vectorized where it can be (and, in case the checks refuse it, not), the outermost coincident
+    loop parallel."""
     out = []
     for order in _orders(kernel, bands)[:3]:
-        out.append(_ordered_recipe(kernel, order, target, threads, bands))
+        out.append(_ordered_recipe(kernel, order, target, threads, bands, vectorize=True))
+        out.append(_ordered_recipe(kernel, order, target, threads, bands, vectorize=False))
     return out
+
+
+def vector_friendly(kernel: Kernel, loop: str) -> bool:
+    """Whether accpy's vectorizer can take `loop` innermost: every array written moves with it at
+    unit stride (or not at all), and all of that array's accesses that move with the loop touch the
+    same element (a value written in one lane and read in another is a loop-carried dependence the
+    vectorizer refuses even where the exact check allows it)."""
+    for w in kernel.refs:
+        if w.kind == "read":
+            continue
+        if w.stride(loop) not in (0, 1):
+            return False
+        same = [r for r in kernel.refs if r.buffer is w.buffer and r.uses(loop)]
+        if len({tuple(repr(x) for x in r.subscripts) for r in same}) > 1:
+            return False
+    return True
 
 
 def _orders(kernel: Kernel, bands) -> list:
@@ -328,16 +346,15 @@ def _orders(kernel: Kernel, bands) -> list:
     return out
 
 
-def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands) -> Recipe:
+def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands, vectorize: bool) -> Recipe:
     inner = order[-1]
     refs = kernel.refs
     lanes = lanes_of(target, max(r.itemsize for r in refs))
     ext = kernel.loop(inner).extent or 0
     unit = any(r.stride(inner) == 1 for r in refs)
-    writes_ok = all(r.stride(inner) in (0, 1) for r in refs if r.kind != "read")
     splits, vec, unroll, why = [], None, [], []
     new_order = list(order)
-    if unit and writes_ok and ext >= 2 * lanes:
+    if vectorize and unit and vector_friendly(kernel, inner) and ext >= 2 * lanes:
         splits.append((inner, 2 * lanes, "v"))
         new_order.append("v")
         vec = "v"
@@ -347,14 +364,14 @@ def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands) ->
     par = ()
     coincident = {ix.name for ix in bands.coincident} if bands is not None else set()
     if threads > 1:
-        for n in new_order:
+        for n in new_order[:-1] if vec else new_order:
             if n in coincident and (kernel.loop(n).extent or threads) >= threads:
                 par = (n,)
                 why.append(f"{n} on {threads} threads (no dependence crosses its iterations)")
                 break
     return Recipe("ordered loops", splits=tuple(splits), order=tuple(new_order) if new_order != kernel.names else (),
                   unroll=tuple(unroll), vectorize=vec, parallel=par, threads=threads, why=tuple(why),
-                  params={"order": list(order)})
+                  params={"order": list(order), "vector": bool(vec)})
 
 
 # -- all of them, estimated --------------------------------------------------------------------------
@@ -383,6 +400,7 @@ def candidates(schedule, args, target, threads: int, bands=None) -> list:
 def _estimated(r: Recipe, schedule, args, target, kernel: Kernel) -> Candidate:
     try:
         s, handles = r.schedule_on(schedule)
+        r.apply(schedule, args, target)  # the plan's own checks (vector lanes, races, caches)
     except _REFUSED as e:
         return Candidate(r, refused=f"{type(e).__name__}: {e}")
     k2 = Kernel.of(s, args)

@@ -14,10 +14,12 @@ call makes the same plan at once, without measuring.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Optional
 
 from ..errors import ScheduleError
@@ -142,8 +144,18 @@ def _key(schedule, args, target, threads: int, measure: bool) -> str:
                        str(getattr(a, "role", ""))))
     t = (target.name, target.vector_bytes, target.vector_registers, tuple(target.cache_sizes),
          tuple(sorted(target.extensions or ())))
-    text = json.dumps([schedule.to_python(), arrays, repr(t), threads, bool(measure), __version__], default=str)
+    text = json.dumps([schedule.to_python(), arrays, repr(t), threads, bool(measure), __version__, _model_hash()],
+                      default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=1)
+def _model_hash() -> str:
+    """A hash of this layer's source: a changed model decides again instead of reusing old choices."""
+    h = hashlib.sha256()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _path(key: str):
