@@ -11,12 +11,17 @@ so they describe a split, skewed or fused schedule as well as the default one.
 Guarantees: everything is decided by z3 through dependence.py's `_Encoder` / `_Instance` (runtime
 sizes are unknowns >= 1, quasi-affine subscripts with `//` and `%` by constants are exact); a
 sign is listed only if a pair of instances realizes it, and every sign a pair realizes is listed.
-A solver timeout raises ScheduleError naming the two statements. One solver serves a whole call;
-each sign already seen in a model is not asked again, and dims pinned to constants in both
-parts (the fusing dim, other parts' unfused dims) are not asked at all.
+A solver timeout raises ScheduleError naming the two statements. Speed: one solver serves a
+whole call, each statement's constraints and each statement pair's ordering are built as z3 terms
+once, a sign already seen in a model is not asked again, and dims pinned to constants in both
+parts (the fusing dim, other parts' unfused dims) are not asked at all. Dims of one name (fused
+nests that both call an unfused index `j`) are renamed apart first: `_Instance` names its z3
+variables by dim name.
 
 `refine(space, deps, positions)` restricts dependences to the pairs of instances equal on some
 dims: what is left of them inside one iteration of those loops (a band's members, say).
+`combined_signs(space, deps, coefs)` gives the signs of a weighted sum of the differences: what
+a skew would make of them, without building the skewed schedule.
 """
 from __future__ import annotations
 
@@ -282,8 +287,8 @@ def dependences(space, include_commuting: bool = True) -> list:
 
 def refine(space, deps: list, positions) -> list:
     """Each dependence restricted to its pairs of instances equal at dims `positions`; those left
-    with no such pair are dropped. A dependence constant along every one of those dims is kept as is
-    when that constant is 0 and dropped otherwise (no solver call)."""
+    with no such pair are dropped. Without a solver call, a dependence whose signs there are all
+    {"0"} is kept as is and one without "0" at one of them is dropped."""
     positions = tuple(sorted(set(positions)))
     out, an = [], None
     for d in deps:

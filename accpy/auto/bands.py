@@ -42,7 +42,7 @@ class Bands:
 
     schedule: object  # the schedule the bands describe (the one passed in, possibly skewed)
     bands: list  # lists of the schedule's indices, outermost band first; each permutable
-    coincident: set  # indices that may run in parallel where they stand in `order()`
+    coincident: set  # indices that may run in parallel where they stand in `order()` (any band order)
     reduction: set  # indices that carry only commuting reduction dependences
     skews: list = field(default_factory=list)  # [(index, reference_index)] applied, in order
     deps: list = field(default_factory=list)  # the Dependence list of the final schedule
@@ -55,7 +55,7 @@ class Bands:
         """A few lines for a person: the dependences, bands, parallel and reduction loops, skews."""
         space = self.schedule.space
         names = lambda ixs: ", ".join(ix.name for ix in ixs) or "none"  # noqa: E731
-        ordered = [ix for ix in self.order()]
+        ordered = self.order()
         lines = [f"dependences: {len(self.deps)}"
                  + (f" ({sum(d.commuting for d in self.deps)} of commuting reductions)" if self.deps else "")]
         lines += ["  " + d.describe(space) for d in self.deps[:6]]
