@@ -500,3 +500,33 @@ def test_parameters_caches_and_debug_mode_on_a_fused_schedule(tmp_path):
         want = (c + a) * b
         getattr(lib, fn.name)(a, b, c)
         np.testing.assert_array_equal(c, want)
+
+
+def test_fused_nests_whose_unfused_indices_share_a_name_are_checked_apart():
+    """Two fused nests each with an unfused index named j: the legality check keeps the two dims
+    apart (one that merged them missed the conflicts needing j != 0 and accepted this order)."""
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4, 3), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4, 3), name="B")
+
+    def doubling():
+        n = acc.Nest(shape=(4, 3))
+        i, j = n.get_indices()
+
+        @n.iteration_logic
+        def _():
+            A[i, j] = A[i, j] * 2.0
+
+        return n
+
+    def reading():
+        n = acc.Nest(shape=(4, 3))
+        i, j = n.get_indices()
+
+        @n.iteration_logic
+        def _():
+            B[i, j] = A[3 - i, 2]
+
+        return n
+
+    with pytest.raises(acc.ScheduleError, match="changes the result"):
+        acc.fuse((doubling().create_schedule(), reading().create_schedule()), partial=1)

@@ -120,21 +120,28 @@ def commute(a: Access, b: Access) -> bool:
 class _Instance:
     """One access at one point of the box: z3 dim variables, nest indices, element."""
 
-    def __init__(self, enc: "_Encoder", access: Access, tag: str):
+    def __init__(self, enc: "_Encoder", access: Access, tag: str, point: Optional["_Instance"] = None):
+        """`point`: an instance of another access of the same statement and tag, whose point (dims,
+        constraints, nest indices) this one shares: z3 terms are slow to build."""
         import z3
 
         space = enc.space
-        self.access = access
-        self.dims = [z3.Int(f"{d.name}#{tag}") for d in space.dims]
-        env = dict(zip(space.vars, self.dims))
         part = space.parts[access.part]
-        self.cons = [enc.zaff(c, env) >= 0 for c in enc.box + space.part_constraints(access.part)]
-        self.nest = [enc.zaff(part.index_map[ix.var], env) for ix in part.nest.indices]
+        self.access = access
+        if point is not None:
+            self.dims, self.cons, self.nest = point.dims, point.cons, point.nest
+        else:
+            # named by position too: two fused nests' unfused dims may share a name
+            self.dims = [z3.Int(f"{d.name}@{k}#{tag}") for k, d in enumerate(space.dims)]
+            env = dict(zip(space.vars, self.dims))
+            self.cons = [enc.zaff(c, env) >= 0 for c in enc.box + space.part_constraints(access.part)]
+            self.nest = [enc.zaff(part.index_map[ix.var], env) for ix in part.nest.indices]
         nenv = {ix.var: e for ix, e in zip(part.nest.indices, self.nest)}
         self.element = [enc.zaff(a, nenv) for a in access.indices]
-        pieces = _condition_pieces(access.statement)
-        if pieces != [[]]:
-            self.cons.append(guard_formula(pieces, lambda c: enc.zaff(c, nenv)))
+        if point is None:
+            pieces = _condition_pieces(access.statement)
+            if pieces != [[]]:
+                self.cons.append(guard_formula(pieces, lambda c: enc.zaff(c, nenv)))
 
     @property
     def key(self) -> tuple:  # position in the fused sequence, then the statement
@@ -151,6 +158,18 @@ class _Encoder:
         self.syms: dict = {}
         self.solver = z3.Solver()
         self.solver.set("timeout", 10000)
+        self._points: dict = {}  # (part, statement, tag) -> the first _Instance built there
+        self._instances: dict = {}
+
+    def instance(self, access: Access, tag: str) -> "_Instance":
+        """The `_Instance` of `access` with `tag`, built once; accesses of one statement share a point."""
+        key = (id(access), tag)
+        if key not in self._instances:
+            at = (access.part, access.stmt, tag)
+            inst = _Instance(self, access, tag, self._points.get(at))
+            self._points.setdefault(at, inst)
+            self._instances[key] = inst
+        return self._instances[key]
 
     def sym(self, v):
         if v not in self.syms:
@@ -165,7 +184,7 @@ class _Encoder:
     def find(self, a: Access, b: Access, relation: Callable) -> Optional["Violation"]:
         """Two instances of a and b on one element with `relation(ia, ib)`: a Violation, or None."""
         z3 = self.z3
-        ia, ib = _Instance(self, a, "1"), _Instance(self, b, "2")
+        ia, ib = self.instance(a, "1"), self.instance(b, "2")
         if len(ia.element) != len(ib.element):
             return None
         s = self.solver
