@@ -138,34 +138,36 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
     c = kernel.contraction
     pack = b["pack"] if pack is None else pack
     splits, why = [], []
+    fresh = _namer(kernel)
+    origin = {}
+
+    def split(loop, size, of):
+        new = fresh(of)
+        splits.append((loop, size, new))
+        origin[new] = of
+        return new
+
     n_vec = c.n
     n0 = n1 = None
     if b["N"] > b["NR"]:
         n0 = c.n
         if b["NC"] < b["N"] and b["NC"] > b["NR"]:
-            splits.append((c.n, b["NC"], "n_in"))
-            n1 = "n_in"
-        splits.append((n1 or c.n, b["NR"], "n_vec"))
-        n_vec = "n_vec"
+            n1 = split(c.n, b["NC"], c.n)
+        n_vec = split(n1 or c.n, b["NR"], c.n)
     kb = None
     k_inner = list(c.k)
     if b["KC"] < b["K"]:
-        splits.append((c.k[-1], b["KC"], "k_in"))
         kb = c.k[-1]
-        k_inner[-1] = "k_in"
+        k_inner[-1] = split(c.k[-1], b["KC"], c.k[-1])
     m_rows = c.m[-1] if c.m else None
-    m_tile = m0 = None
+    m_tile = m0 = m1 = None
     if m_rows is not None:
+        m1 = m_rows
         if b["MC"] < b["M"] and b["MC"] > b["MR"]:
-            splits.append((m_rows, b["MC"], "m_in"))
             m0 = m_rows
-        src = "m_in" if m0 else m_rows
+            m1 = split(m_rows, b["MC"], m_rows)
         if b["MR"] > 1:
-            splits.append((src, b["MR"], "m_tile"))
-            m_tile = "m_tile"
-        m1 = src
-    else:
-        m1 = None
+            m_tile = split(m1, b["MR"], m_rows)
     order = [x for x in (n0,) if x] + ([kb] if kb else []) + list(c.outer) + list(c.m[:-1])
     order += [x for x in (m0,) if x] + [x for x in (m1,) if x and x != m0] + [x for x in (n1,) if x]
     order += k_inner + [x for x in (m_tile,) if x] + [n_vec]
@@ -174,7 +176,7 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
     if pack and c.b.array is not None:
         at = n1 or first_k
         before = order[:order.index(at)]
-        moving = [x for x in before if c.b.uses(_origin(x, c, kb))]
+        moving = [x for x in before if c.b.uses(origin.get(x, x))]
         trigger = moving[-1] if moving else None
         caches.append(CacheStep(c.b.name, at, trigger, b["NR"] if n1 else None))
         prefetch.append((c.b.name, k_inner[-1], 8))
@@ -187,7 +189,7 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
     unroll = [m_tile] if m_tile else []
     par = ()
     if threads > 1:
-        eligible = [x for x in order if x not in c.k and x != kb and x not in ("m_tile", "n_vec")]
+        eligible = [x for x in order if x not in c.k and x != kb and x not in (m_tile, n_vec)]
         if eligible:
             par = (eligible[min(parallel_at, len(eligible) - 1)],)
     params = {k: b[k] for k in ("MR", "NV", "NR", "KC", "NC", "MC")}
@@ -200,10 +202,19 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
                   why=tuple(why), params=params)
 
 
-def _origin(name: str, c, kb) -> str:
-    """The kernel loop a recipe loop name comes from (for which arrays move with it)."""
-    return {"n_in": c.n, "n_vec": c.n, "k_in": c.k[-1], "m_in": c.m[-1] if c.m else name,
-            "m_tile": c.m[-1] if c.m else name}.get(name, name)
+def _namer(kernel: Kernel):
+    """Names for the loops a recipe's splits make: the loop's name with its last letter repeated
+    (j -> jj -> jjj, as hand schedules write them), never one the schedule already has."""
+    taken = set(kernel.names)
+
+    def fresh(base: str) -> str:
+        name = base + base[-1]
+        while name in taken:
+            name += base[-1]
+        taken.add(name)
+        return name
+
+    return fresh
 
 
 def contraction_candidates(kernel: Kernel, target, threads: int) -> list:
@@ -355,9 +366,9 @@ def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands, ve
     splits, vec, unroll, why = [], None, [], []
     new_order = list(order)
     if vectorize and unit and vector_friendly(kernel, inner) and ext >= 2 * lanes:
-        splits.append((inner, 2 * lanes, "v"))
-        new_order.append("v")
-        vec = "v"
+        vec = _namer(kernel)(inner)
+        splits.append((inner, 2 * lanes, vec))
+        new_order.append(vec)
         why.append(f"{inner} innermost (unit stride), vectorized 2 x {lanes} lanes")
     else:
         why.append(f"{inner} innermost (fewest cache lines per iteration)")
@@ -392,15 +403,15 @@ def candidates(schedule, args, target, threads: int, bands=None) -> list:
         if r.key() in seen:
             continue
         seen.add(r.key())
-        out.append(_estimated(r, schedule, args, target, kernel))
+        out.append(_estimated(r, schedule, args, target, kernel, bands.schedule if skews else None))
     out.sort(key=lambda c: (c.refused is not None, c.seconds))
     return out
 
 
-def _estimated(r: Recipe, schedule, args, target, kernel: Kernel) -> Candidate:
+def _estimated(r: Recipe, schedule, args, target, kernel: Kernel, skewed=None) -> Candidate:
     try:
-        s, handles = r.schedule_on(schedule)
-        r.apply(schedule, args, target)  # the plan's own checks (vector lanes, races, caches)
+        s, handles = r.schedule_on(schedule, skewed)
+        r.apply(schedule, args, target, parallel=False, skewed=skewed)  # the plan's checks (vector lanes, caches)
     except _REFUSED as e:
         return Candidate(r, refused=f"{type(e).__name__}: {e}")
     k2 = Kernel.of(s, args)

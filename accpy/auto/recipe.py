@@ -61,21 +61,23 @@ class Recipe:
             out.append(f"plan.parallelize(({', '.join(self.parallel)}), max_threads={self.threads})")
         return out
 
-    def schedule_on(self, schedule) -> tuple:
-        """(a transformed copy of `schedule`, {loop name: index handle}): the schedule steps only."""
-        s = copy_of(schedule)
+    def schedule_on(self, schedule, skewed=None) -> tuple:
+        """(a transformed copy of `schedule`, {loop name: index handle}): the schedule steps only.
+        `skewed`: `schedule` with this recipe's skews already made (they are then not made again)."""
+        s = copy_of(skewed if skewed is not None else schedule)
         handles = {d.name: d.index for d in s.space.dims}
-        for ix, ref in self.skews:
+        for ix, ref in (self.skews if skewed is None else ()):
             s.skew(handles[ix], handles[ref])
         for ix, size, new in self.splits:
-            handles[new] = s.split(handles[ix], size)
+            handles[new] = s.split(handles[ix], size, name=new)
         if self.order:
             s.reorder(*[handles[n] for n in self.order])
         return s, handles
 
-    def apply(self, schedule, args, target):
-        """The plan this recipe makes of `schedule` (not changed) for `target`."""
-        s, handles = self.schedule_on(schedule)
+    def apply(self, schedule, args, target, parallel: bool = True, skewed=None):
+        """The plan this recipe makes of `schedule` (not changed) for `target` (`parallel=False`:
+        without its parallel loop, whose check is the slow one; `skewed`: as for `schedule_on`)."""
+        s, handles = self.schedule_on(schedule, skewed)
         plan = s.create_plan(target)
         arrays = {a.name: a for a in args if hasattr(a, "name")}
         for c in self.caches:
@@ -87,7 +89,7 @@ class Recipe:
             plan.unroll(handles[ix])
         if self.vectorize:
             plan.vectorize(handles[self.vectorize])
-        if self.parallel:
+        if self.parallel and parallel:
             plan.parallelize([handles[n] for n in self.parallel], max_threads=self.threads)
         return plan
 

@@ -63,6 +63,7 @@ def autoschedule(source, args, target=None, budget_s: float = 60.0, measure: boo
         except _REFUSED:
             pass  # a stale entry: decide again
     bands = _bands(schedule)
+    skewed = bands.schedule if bands is not None and bands.skews else None  # made once, copied per candidate
     cands = candidates(schedule, args, target, threads, bands)
     usable = [c for c in cands if c.refused is None]
     if not usable:
@@ -70,17 +71,29 @@ def autoschedule(source, args, target=None, budget_s: float = 60.0, measure: boo
                             "; ".join(f"{c.recipe.family}: {c.refused}" for c in cands))
     measured = {}
     if measure:
-        measured = _measure(schedule, args, target, usable, budget_s - (time.perf_counter() - t0), executor)
+        measured = _measure(schedule, args, target, usable, budget_s - (time.perf_counter() - t0), executor, skewed)
         ok = [c for c in usable if measured.get(c.recipe.key(), {}).get("seconds") is not None]
-        best = min(ok, key=lambda c: measured[c.recipe.key()]["seconds"]) if ok else usable[0]
+        ranked = sorted(ok, key=lambda c: measured[c.recipe.key()]["seconds"]) + [c for c in usable if c not in ok]
     else:
-        best = usable[0]
-    plan = best.recipe.apply(schedule, args, target)
+        ranked = usable
+    best, plan = _first_plan(ranked, schedule, args, target, skewed)
     report = Report.build(bands, cands, best, measured, threads, target, measure,
                           seconds=time.perf_counter() - t0)
     plan._auto_report = report
     _store(key, best.recipe, report)
     return plan
+
+
+def _first_plan(ranked: list, schedule, args, target, skewed=None) -> tuple:
+    """(candidate, plan) of the first candidate whose whole plan passes the checks (the parallel
+    loop's is made only here); a refused one is marked with the reason."""
+    for c in ranked:
+        try:
+            return c, c.recipe.apply(schedule, args, target, skewed=skewed)
+        except _REFUSED as e:
+            c.refused = f"{type(e).__name__}: {e}"
+    raise ScheduleError("autoschedule: every candidate was refused: " +
+                        "; ".join(f"{c.recipe.family}: {c.refused}" for c in ranked))
 
 
 def _schedule_of(source):
@@ -110,7 +123,7 @@ def _bands(schedule):
 
 # -- measurement ---------------------------------------------------------------------------------------
 
-def _measure(schedule, args, target, usable: list, budget: float, executor) -> dict:
+def _measure(schedule, args, target, usable: list, budget: float, executor, skewed=None) -> dict:
     """{recipe key: {"seconds": median or None, "status": ...}} of the best few candidates."""
     from ..tune import tune
 
@@ -119,7 +132,7 @@ def _measure(schedule, args, target, usable: list, budget: float, executor) -> d
     recipes = {str(k): c.recipe for k, c in enumerate(chosen)}
 
     def variant(candidate: str):
-        return recipes[candidate].apply(schedule, args, target), args
+        return recipes[candidate].apply(schedule, args, target, skewed=skewed), args
 
     per = max(1.0, budget / max(1, n))
     r = tune(variant, grid=[{"candidate": k} for k in recipes], executor=executor, repeats=5,
