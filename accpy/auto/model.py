@@ -24,6 +24,7 @@ are kept with the reason (explain shows them).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -387,23 +388,90 @@ def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands, ve
 
 # -- all of them, estimated --------------------------------------------------------------------------
 
-def candidates(schedule, args, target, threads: int, bands=None) -> list:
+def tiled_candidates(kernel: Kernel, target, threads: int, bands, skewed: bool) -> list:
+    """Recipes that tile the outermost permutable band of two or more loops (a band's loops may be
+    tiled in any order: each tile runs after the tiles it depends on): tiles of T iterations of each
+    band loop but the innermost, which keeps a longer run (vectorized where it can be), tile loops
+    outside point loops. On a skewed band this is time tiling (a stencil's time steps run a tile at
+    a time while its data stays in cache); the tiles' loops run in parallel where coincident."""
+    if bands is None:
+        return []
+    band = next((b for b in bands.bands if len(b) >= 2), None)
+    if band is None:
+        return []
+    names = kernel.names
+    members = sorted((ix.name for ix in band), key=lambda n: (-memory_cost(kernel, n), names.index(n)))
+    before = [n for n in names if n not in members and names.index(n) < names.index(members[0])]
+    after = [n for n in names if n not in members and n not in before]
+    inner = members[-1]
+    lanes = lanes_of(target, max(r.itemsize for r in kernel.refs))
+    coincident = {ix.name for ix in bands.coincident}
+    out = []
+    for T, TI in ((16, 64), (32, 128), (8, 256), (32, 0)):
+        fresh = _namer(kernel)
+        splits, points, why = [], [], []
+        for n in members:
+            size = T if n != inner else TI
+            ext = kernel.loop(n).extent
+            if size and ext is not None and ext > size:
+                p = fresh(n)
+                splits.append((n, size, p))
+                points.append(p)
+            else:
+                points.append(None)
+        if not splits:
+            continue
+        tiles = [n for n, p in zip(members, points) if p is not None]
+        pts = [p if p is not None else n for n, p in zip(members, points)]
+        order = before + tiles + pts + after
+        vec = None
+        last = order[-1]
+        ext_last = TI if last != inner or points[-1] is not None else (kernel.loop(inner).extent or 0)
+        if last in (inner, points[-1]) and vector_friendly(kernel, inner) and \
+                any(r.stride(inner) == 1 for r in kernel.refs) and (ext_last or 0) >= 2 * lanes:
+            vec = fresh(inner)
+            splits.append((last, 2 * lanes, vec))
+            order.append(vec)
+        par = ()
+        if threads > 1:
+            par = next(((n,) for n in before + tiles if n in coincident), ())
+        why.append(f"{'time-' if skewed else ''}tiled band ({', '.join(members)}): tiles of {T}" +
+                   (f" x {TI} ({inner})" if TI else f" ({inner} whole)"))
+        out.append(Recipe("tiled band" + (" (skewed)" if skewed else ""), splits=tuple(splits), order=tuple(order),
+                          vectorize=vec, parallel=par, threads=threads, why=tuple(why),
+                          params={"tile": T, "inner": TI or "whole", "vector": bool(vec)}))
+    return out
+
+
+def candidates(schedule, args, target, threads: int, bands=None, skewed_bands=None,
+               deadline: Optional[float] = None) -> list:
     """Every candidate recipe of the model for `schedule`, each estimated on its own transformed
-    schedule (or refused, with the reason), best estimate first. With `bands` (bands.py), the
-    recipes start with the bands' skews and are read on the skewed schedule."""
-    skews = tuple((a.name, b.name) for a, b in bands.skews) if bands is not None else ()
-    kernel = Kernel.of(bands.schedule if bands is not None else schedule, args)
+    schedule (or refused, with the reason), best estimate first. `bands`: the schedule's bands
+    (bands.py, no skews); `skewed_bands`: those of a copy skewed to grow a band (its tiled recipes
+    start with the skews). Past `deadline` (time.perf_counter()), once one candidate is usable, the
+    rest are not estimated (checking a recipe's order is the costly part: z3)."""
+    kernel = Kernel.of(schedule, args)
     recipes = []
     if kernel.contraction is not None and kernel.parts == 1:
         recipes += contraction_candidates(kernel, target, threads)
     recipes += ordered_candidates(kernel, schedule, target, threads, bands)
+    if kernel.contraction is None:
+        recipes += tiled_candidates(kernel, target, threads, bands, skewed=False)
+    skewed = None
+    if skewed_bands is not None and skewed_bands.skews:
+        skewed = skewed_bands.schedule
+        skews = tuple((a.name, b.name) for a, b in skewed_bands.skews)
+        for r in tiled_candidates(Kernel.of(skewed, args), target, threads, skewed_bands, skewed=True):
+            r.skews = skews
+            recipes.append(r)
     out, seen = [], set()
     for r in recipes:
-        r.skews = skews
         if r.key() in seen:
             continue
+        if deadline is not None and time.perf_counter() > deadline and any(c.refused is None for c in out):
+            break
         seen.add(r.key())
-        out.append(_estimated(r, schedule, args, target, kernel, bands.schedule if skews else None))
+        out.append(_estimated(r, schedule, args, target, kernel, skewed))
     out.sort(key=lambda c: (c.refused is not None, c.seconds))
     return out
 

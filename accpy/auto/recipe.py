@@ -64,6 +64,7 @@ class Recipe:
     def schedule_on(self, schedule, skewed=None) -> tuple:
         """(a transformed copy of `schedule`, {loop name: index handle}): the schedule steps only.
         `skewed`: `schedule` with this recipe's skews already made (they are then not made again)."""
+        skewed = skewed if self.skews else None
         s = copy_of(skewed if skewed is not None else schedule)
         handles = {d.name: d.index for d in s.space.dims}
         for ix, ref in (self.skews if skewed is None else ()):

@@ -28,11 +28,13 @@ from ..paths import cache_dir
 from ..schedule.schedule import Schedule
 from ..targets import Target
 from ..version import __version__
+from .bands import find_bands
 from .explain import Report
 from .model import _REFUSED, candidates
 from .recipe import CacheStep, Recipe, copy_of
 
 MAX_MEASURED = 6
+MODEL_SECONDS = 1.2  # the model stops estimating more candidates after this (with measure=False)
 _SECONDS_PER_CANDIDATE = 6.0  # a build, a check and a few samples, for sizing the search
 
 
@@ -62,9 +64,10 @@ def autoschedule(source, args, target=None, budget_s: float = 60.0, measure: boo
             return plan
         except _REFUSED:
             pass  # a stale entry: decide again
-    bands = _bands(schedule)
-    skewed = bands.schedule if bands is not None and bands.skews else None  # made once, copied per candidate
-    cands = candidates(schedule, args, target, threads, bands)
+    bands, skewed_bands = _bands(schedule)
+    skewed = skewed_bands.schedule if skewed_bands is not None and skewed_bands.skews else None  # made once
+    deadline = t0 + (MODEL_SECONDS if not measure else max(MODEL_SECONDS, min(budget_s / 4, 15.0)))
+    cands = candidates(schedule, args, target, threads, bands, skewed_bands, deadline)
     usable = [c for c in cands if c.refused is None]
     if not usable:
         raise ScheduleError("autoschedule: every candidate was refused: " +
@@ -77,7 +80,7 @@ def autoschedule(source, args, target=None, budget_s: float = 60.0, measure: boo
     else:
         ranked = usable
     best, plan = _first_plan(ranked, schedule, args, target, skewed)
-    report = Report.build(bands, cands, best, measured, threads, target, measure,
+    report = Report.build(skewed_bands if best.recipe.skews else bands, cands, best, measured, threads, target, measure,
                           seconds=time.perf_counter() - t0)
     plan._auto_report = report
     _store(key, best.recipe, report)
@@ -112,13 +115,12 @@ def _args_of(args):
     return tuple(args)
 
 
-def _bands(schedule):
-    """The permutable bands of a copy of `schedule` (skewed where that makes a band tileable)."""
-    try:
-        from .bands import find_bands
-    except ImportError:  # pragma: no cover - the bands module is part of the layer
-        return None
-    return find_bands(copy_of(schedule), skew=True)
+def _bands(schedule) -> tuple:
+    """(the permutable bands of `schedule`, those of a copy skewed where that grows a band: None
+    when no skew does)."""
+    plain = find_bands(copy_of(schedule), skew=False)
+    skewed = find_bands(copy_of(schedule), skew=True)
+    return plain, (skewed if skewed.skews else None)
 
 
 # -- measurement ---------------------------------------------------------------------------------------
