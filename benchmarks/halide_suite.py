@@ -28,9 +28,11 @@ steps stay inside them.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -494,7 +496,27 @@ class Compiled:
         return run, results
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Halide's compiler prints its warnings on file descriptor 1: send them to 2 meanwhile, so
+    that a benchmark's standard output stays its JSON lines."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def compile_program(program: Program, autoscheduler: str, threads: int, out_dir: str, tag: str) -> Compiled:
+    """See `_compile`; Halide's messages go to standard error."""
+    with _stdout_to_stderr():
+        return _compile(program, autoscheduler, threads, out_dir, tag)
+
+
+def _compile(program: Program, autoscheduler: str, threads: int, out_dir: str, tag: str) -> Compiled:
     """Schedule every pipeline of `program` with `autoscheduler` for `threads` threads and the
     host, compile it ahead of time (object file, without a runtime), link it into a shared
     library and load it next to the shared runtime. `tag` names the files (unique per call)."""
