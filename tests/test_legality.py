@@ -117,8 +117,9 @@ def test_interchange_of_an_anti_diagonal_dependence_is_refused_with_a_counterexa
         s.reorder(j, i)
     msg = str(e.value)
     assert msg.startswith("reorder(j, i): this order changes the result: A[")
-    # the counterexample: the writer of A[i+1, j] and the reader of A[i, j+1] = the same element
-    assert "writes it" in msg and "reads it" in msg and "runs the second first" in msg
+    # the counterexample: the updater of A[i+1, j] (an update spelled `x = e + x`) and the reader of
+    # A[i, j+1] = the same element
+    assert "updates it" in msg and "reads it" in msg and "runs the second first" in msg
     assert s.get_indices() == [i, j]  # unchanged after the refusal
     v = order_violation(nest.create_schedule().space)
     assert v is None  # the default order is the program
@@ -292,3 +293,28 @@ def test_runtime_sizes_are_symbols_of_the_check():
     with pytest.raises(acc.ScheduleError, match=r"reorder\(j, i\).*A\[.*\(when N=\d+\)"):
         s.reorder(j, i)
     s.split(j, 4)  # order unchanged: fine
+
+
+def test_an_update_spelled_as_an_assignment_commutes_like_plus_equals(tmp_path):
+    """`t[i] = A[i, j] * x[j] + t[i]` is the update `t[i] += A[i, j] * x[j]`: its loops interchange,
+    its reduction loop vectorizes (a vector accumulator), but it still may not run on two threads."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(24, 40), name="A")
+    x = acc.Array(role=acc.Role.INPUT, shape=(40,), name="x")
+    t = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(24,), name="t")
+    nest = acc.Nest(shape=(24, 40))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        t[i] = A[i, j] * x[j] + t[i]
+
+    s = nest.create_schedule()
+    s.reorder(j, i)
+    s.reorder(i, j)
+    jj = s.split(j, 8)
+    plan = s.create_plan()
+    plan.vectorize(jj)
+    with pytest.raises(acc.ScheduleError, match="race"):
+        nest.create_schedule().create_plan().parallelize(nest.get_indices()[1])
+    from accpy.testing import assert_matches_reference
+    assert_matches_reference(plan, (A, x, t), opt="-O1")

@@ -504,3 +504,15 @@ def test_degenerate_and_regular_schedules_compute_the_same_result(tmp_path):
         got = c0.copy()
         getattr(built, name)(a, b, got)
         assert np.array_equal(got, want), name
+
+
+def test_split_takes_the_inner_index_name():
+    nest = acc.Nest(shape=(16, 8))
+    i, j = nest.get_indices()
+    s = nest.create_schedule()
+    inner = s.split(i, 4, name="i_in")
+    assert inner.name == "i_in" and [ix.name for ix in s.get_indices()] == ["i", "i_in", "j"]
+    with pytest.raises(ValueError, match="already an index"):
+        s.split(j, 2, name="i_in")
+    with pytest.raises(ValueError, match="identifier"):
+        s.split(j, 2, name="2x")

@@ -52,13 +52,23 @@ class Access:
         return {"read": "reads", "write": "writes", "reduce": "updates"}[self.kind]
 
 
+_SELF_UPDATE = {"max": "max", "min": "min", "add": "add", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
+
+
 def _self_load(store):
-    """For `x = max(x, e)` / `min`: the operand that reads the target itself, else None."""
+    """For an update written as an assignment -- `x = max(x, e)` / `min`, `x = x + e` (or `e + x`,
+    `x - e`), `x = x * e`, `&`, `|`, `^` -- (its commuting class, the operand that reads the target
+    itself), else None: such a statement is the reduction update `x += e` spelled out."""
     v = store.value
-    if isinstance(v, BinOp) and v.op in ("max", "min"):
-        for side in (v.a, v.b):
-            if isinstance(side, Load) and side.buffer is store.buffer and side.indices == store.indices:
-                return v.op, side
+    if not isinstance(v, BinOp):
+        return None
+    sides = (v.a,) if v.op == "sub" else (v.a, v.b)  # x - e updates x; e - x does not
+    op = "add" if v.op == "sub" else _SELF_UPDATE.get(v.op)
+    if op is None:
+        return None
+    for side in sides:
+        if isinstance(side, Load) and side.buffer is store.buffer and side.indices == store.indices:
+            return op, side
     return None
 
 

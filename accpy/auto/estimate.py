@@ -41,20 +41,52 @@ def _trip(lp) -> int:
     return lp.extent if lp.extent is not None else 256  # a runtime size: a typical size
 
 
-def _footprint_lines(ref, inner: list, line: int) -> float:
-    """Distinct cache lines `ref` touches over the loops `inner` (one iteration of the rest)."""
+@dataclass
+class _Group:
+    """Accesses of one array whose subscripts differ only by constants (a stencil's neighbours):
+    one stream, its footprint widened by the spread of the constants (group reuse)."""
+
+    ref: object  # one of them (its subscripts' variable parts are the group's)
+    spread: list  # per subscript: max - min of the constant parts (0 where not affine)
+    writes: bool
+
+
+def _groups(refs) -> list:
+    groups: dict = {}
+    for r in refs:
+        key = (id(r.buffer), tuple(repr(s - s.const) if s is not None else repr(x)
+                                   for s, x in zip(r.subscripts, r.indices or r.subscripts)))
+        consts = [s.const if s is not None else 0 for s in r.subscripts]
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [_Group(r, [0] * len(consts), r.kind != "read"), consts, consts]
+            continue
+        lo = [min(a, b) for a, b in zip(g[1], consts)]
+        hi = [max(a, b) for a, b in zip(g[2], consts)]
+        g[0].spread = [h - l for h, l in zip(hi, lo)]
+        g[0].writes = g[0].writes or r.kind != "read"
+        g[1], g[2] = lo, hi
+    return [g[0] for g in groups.values()]
+
+
+def _footprint_lines(g: _Group, inner: list, line: int, held: bool = True) -> float:
+    """Distinct cache lines the group touches over the loops `inner` (one iteration of the rest);
+    `held=False`: only the lines new to this iteration of the loop outside (a neighbour's row that
+    the previous iteration brought in is not counted again)."""
+    ref = g.ref
     if not ref.subscripts:
         return 1.0
     if any(s is None for s in ref.subscripts):
         return float(math.prod(_trip(lp) for lp in inner if ref.uses(lp.name)) or 1)
     ranges = []
-    for s in ref.subscripts:
+    for s, spread in zip(ref.subscripts, g.spread):
         r = 1
         for lp in inner:
             c = abs(s.coef(lp.var))
             if c:
                 r += c * (_trip(lp) - 1)
-        ranges.append(r)
+        moved = any(s.coef(lp.var) for lp in inner)
+        ranges.append(r + (spread if held or moved else 0))
     per_line = max(1, line // ref.itemsize)
     rows = math.prod(ranges[:-1]) if len(ranges) > 1 else 1
     return float(rows * math.ceil(ranges[-1] / per_line))  # the last subscript is the contiguous one
@@ -63,38 +95,28 @@ def _footprint_lines(ref, inner: list, line: int) -> float:
 def _traffic(kernel: Kernel, capacity: int, line: int) -> float:
     """Bytes moved into a level of `capacity` bytes over the whole run."""
     loops = kernel.loops
-    refs = _distinct(kernel.refs)
+    groups = _groups(kernel.refs)
     cut = len(loops)
     for p in range(len(loops) + 1):
         inner = loops[p:]
-        size = sum(_footprint_lines(r, inner, line) for r in refs) * line
+        size = sum(_footprint_lines(g, inner, line) for g in groups) * line
         if size <= capacity:
             cut = p
             break
     inner = loops[cut:]
     total = 0.0
-    for r in refs:
-        fp = _footprint_lines(r, inner, line) * line
+    for g in groups:
+        fp = _footprint_lines(g, inner, line, held=False) * line
         reps = 1
         reuse = True
         for lp in reversed(loops[:cut]):
-            if r.uses(lp.name):
+            if g.ref.uses(lp.name):
                 reuse = False
                 reps *= _trip(lp)
             elif not reuse:
                 reps *= _trip(lp)
-        total += fp * reps * (2 if r.kind != "read" else 1)
+        total += fp * reps * (2 if g.writes else 1)
     return total
-
-
-def _distinct(refs) -> list:
-    seen, out = set(), []
-    for r in refs:
-        key = (id(r.buffer), tuple(repr(s) for s in r.subscripts))
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
 
 
 def estimate(kernel: Kernel, target, *, vector_loop: Optional[str] = None, lanes: int = 1,

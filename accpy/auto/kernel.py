@@ -26,7 +26,7 @@ from typing import Optional
 from ..ir.affine import to_affine
 from ..ir.expr import BinOp, Cast, Load, UnOp
 from ..ir.types import ScalarType
-from ..ir.visitor import accesses as ir_accesses, free_vars
+from ..ir.visitor import accesses as ir_accesses, free_vars, substitute_indices
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class Ref:
     subscripts: tuple  # Affine over the loops' vars (None where not affine)
     strides: dict  # loop name -> element stride (0: the loop does not move it; None: unknown)
     itemsize: int
+    indices: tuple = ()  # every subscript as an expression over the loops' vars
 
     @property
     def name(self) -> str:
@@ -145,24 +146,30 @@ def _strides_of(buffer) -> Optional[tuple]:
 
 
 def _subscripts(indices, index_map) -> tuple:
-    out = []
+    """(Affine subscripts over the loops' vars, None where not affine; every subscript as an
+    expression over the loops' vars)."""
+    affine, exprs = [], []
     for e in indices:
         a = to_affine(e)
-        out.append(a.subs(index_map) if a is not None else None)
-    return tuple(out)
+        affine.append(a.subs(index_map) if a is not None else None)
+        exprs.append(substitute_indices(e, index_map))
+    return tuple(affine), tuple(exprs)
 
 
 def _ref(buffer, indices, kind, index_map, loops, by_buffer) -> Ref:
-    subs = _subscripts(indices, index_map)
+    subs, exprs = _subscripts(indices, index_map)
     strides = _strides_of(buffer)
     per_loop = {}
     for lp in loops:
-        if any(s is None for s in subs) or strides is None:
-            moves = any(s is None or s.coef(lp.var) for s in subs)
-            per_loop[lp.name] = None if moves else 0
+        # a quasi-affine subscript (// or % by a constant) that does not read the loop's var does not move
+        # with it; one that does has no constant stride
+        moves = [s.coef(lp.var) if s is not None else (None if lp.var in free_vars(x) else 0)
+                 for s, x in zip(subs, exprs)]
+        if strides is None or any(m is None for m in moves):
+            per_loop[lp.name] = None if any(m is None or m for m in moves) else 0
             continue
-        per_loop[lp.name] = sum(s.coef(lp.var) * st for s, st in zip(subs, strides))
-    return Ref(by_buffer.get(id(buffer)), buffer, kind, subs, per_loop, max(1, buffer.dtype.bits // 8))
+        per_loop[lp.name] = sum(m * st for m, st in zip(moves, strides))
+    return Ref(by_buffer.get(id(buffer)), buffer, kind, subs, per_loop, max(1, buffer.dtype.bits // 8), exprs)
 
 
 def _refs(store, index_map, loops, by_buffer) -> list:

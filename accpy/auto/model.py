@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import ScheduleError
+from ..lower.lanes import subscripts_apart
 from .estimate import Estimate, estimate
 from .kernel import Kernel
 from .recipe import CacheStep, Recipe
@@ -335,8 +336,10 @@ def vector_friendly(kernel: Kernel, loop: str) -> bool:
             continue
         if w.stride(loop) not in (0, 1):
             return False
-        same = [r for r in kernel.refs if r.buffer is w.buffer and r.uses(loop)]
-        if len({tuple(repr(x) for x in r.subscripts) for r in same}) > 1:
+        lane = kernel.loop(loop).var
+        same = [r for r in kernel.refs if r.buffer is w.buffer and r.uses(loop)
+                and not subscripts_apart(r.indices, w.indices, lane)]
+        if len({tuple(repr(x) for x in r.indices) for r in same}) > 1:
             return False
     return True
 
@@ -457,6 +460,8 @@ def candidates(schedule, args, target, threads: int, bands=None, skewed_bands=No
     recipes += ordered_candidates(kernel, schedule, target, threads, bands)
     if kernel.contraction is None:
         recipes += tiled_candidates(kernel, target, threads, bands, skewed=False)
+    recipes.append(Recipe("default order", why=("the nest's own order, as written (the baseline every search "
+                                                "measures)",), params={}))
     skewed = None
     if skewed_bands is not None and skewed_bands.skews:
         skewed = skewed_bands.schedule

@@ -131,6 +131,9 @@ def _measure(schedule, args, target, usable: list, budget: float, executor, skew
 
     n = max(1, min(MAX_MEASURED, len(usable), int(max(budget, 0) // _SECONDS_PER_CANDIDATE)))
     chosen = usable[:n]
+    default = next((c for c in usable if c.recipe.family == "default order"), None)
+    if default is not None and default not in chosen:
+        chosen = chosen[:max(1, n - 1)] + [default]  # the baseline: a measured choice is never slower
     recipes = {str(k): c.recipe for k, c in enumerate(chosen)}
 
     def variant(candidate: str):

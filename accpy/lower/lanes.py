@@ -94,6 +94,23 @@ def _flat_offset(buffer, indices):
     return combination_affine(pairs)
 
 
+def subscripts_apart(ix, iy, lane: Var) -> bool:
+    """Whether two accesses of one buffer never touch the same element in any lanes of the loop of
+    `lane`: at some position their subscripts are (e + c1) % m and (e + c2) % m, with c1 != c2
+    modulo m and e not moving with the lane (e.g. the two planes of a ring buffer, X[(t + 1) % 2, ..]
+    and X[t % 2, ..], in a loop inside t)."""
+    for a, b in zip(ix, iy):
+        if isinstance(a, BinOp) and isinstance(b, BinOp) and a.op == b.op == "mod" \
+                and isinstance(a.b, Const) and isinstance(b.b, Const) and a.b.value == b.b.value and a.b.value > 0:
+            ea, eb = to_affine(a.a), to_affine(b.a)
+            if ea is None or eb is None or ea.coef(lane) or eb.coef(lane):
+                continue
+            d = ea - eb
+            if d.is_const and d.const % a.b.value != 0:
+                return True
+    return False
+
+
 def access_offset(buffer, indices):
     """The element offset of an access as an Affine (None when a stride is not constant, or the
     offset is not affine)."""

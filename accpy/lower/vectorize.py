@@ -35,7 +35,7 @@ from ..ir.vector import (Broadcast, HReduce, VAssign, VBinOp, VCall, VCast, VDec
                          VStore, VVar)
 from ..ir.visitor import Mutator, substitute
 from ..ir.visitor import accesses as ir_accesses
-from .lanes import MissingVectorOp, NotVectorizable, access_offset, lane_coef
+from .lanes import MissingVectorOp, NotVectorizable, access_offset, lane_coef, subscripts_apart
 from .simplify import simplify
 from .unroll import unroll_subtree
 from .vector_products import PRODUCT_OPS, group_products, product_kind
@@ -303,7 +303,7 @@ def _check_lane_independence(stores, lane, span):
         for y in range(x + 1, len(accesses)):
             bx, ix, wx, kx, rx = accesses[x]
             by, iy, wy, ky, ry = accesses[y]
-            if bx is not by or not (wx or wy):
+            if bx is not by or not (wx or wy) or subscripts_apart(ix, iy, lane):
                 continue
             cx, cy = lane_coef(bx, ix, lane), lane_coef(by, iy, lane)
             ox, oy = access_offset(bx, ix), access_offset(by, iy)

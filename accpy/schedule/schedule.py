@@ -187,12 +187,18 @@ class Schedule:
             return sp.pad(index, int(size)) if size else sp
         raise AssertionError(op)
 
-    def split(self, index, size) -> Index:
-        """Split `index` by `size`: the outer keeps the handle; the new inner index follows it."""
+    def split(self, index, size, name: Optional[str] = None) -> Index:
+        """Split `index` by `size`: the outer keeps the handle; the new inner index follows it.
+        `name`: the inner index's name (default: the variable the result is assigned to)."""
         self._known(index)
         size = _split_size(size)
         self._check_splittable(index)
-        names = assigned_names()
+        if name is not None:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"split: name must be an identifier, got {name!r}")
+            if name in {h.index.name for h in self._structure()}:
+                raise ValueError(f"split: name {name!r} is already an index of this schedule")
+        names = [name] if name is not None else assigned_names()
         inner = Index(self._fresh_name(names[0] if len(names) == 1 else index.name + index.name[-1]))
         self._do("split", (index, size, inner))
         return inner
