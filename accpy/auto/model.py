@@ -32,6 +32,7 @@ from ..errors import ScheduleError
 from ..lower.lanes import subscripts_apart
 from .estimate import Estimate, estimate
 from .kernel import Kernel
+from .library_recipes import library_recipes
 from .recipe import CacheStep, Recipe
 
 _REFUSED = (ScheduleError, ValueError, TypeError, NotImplementedError)
@@ -295,6 +296,18 @@ def contraction_estimate(params: dict, kernel: Kernel, target, rate: float, copi
     return Estimate(work / (_GHZ * 1e9), bound, detail)
 
 
+def unit_estimate(params: dict, kernel: Kernel, parallel_trip: int) -> Estimate:
+    """Seconds of a library's recipe: the kernel's operations at `rate` of its unit's
+    `ops_per_cycle` (the library's figures, params of its recipe), over its threads."""
+    ops = (kernel.points() or 256 ** len(kernel.loops)) * kernel.ops_per_point
+    rate = params.get("rate", 0.5)
+    threads = max(1, min(params.get("threads", 1), parallel_trip))
+    cycles = ops / (params["ops_per_cycle"] * rate) / threads
+    return Estimate(cycles / (_GHZ * 1e9), "compute",
+                    f"{ops / 1e9:.3g} G operations at {rate:.0%} of {params['ops_per_cycle']} per cycle "
+                    f"({params.get('library', 'its library')}'s unit)")
+
+
 _L2_BW, _L3_BW, _MEM_BW = 32.0, 16.0, 8.0  # bytes per cycle per core (estimate.py's figures)
 _GHZ = 2.5
 
@@ -455,6 +468,7 @@ def candidates(schedule, args, target, threads: int, bands=None, skewed_bands=No
     rest are not estimated (checking a recipe's order is the costly part: z3)."""
     kernel = Kernel.of(schedule, args)
     recipes = []
+    recipes += library_recipes(kernel, target, threads)
     if kernel.contraction is not None and kernel.parts == 1:
         recipes += contraction_candidates(kernel, target, threads)
     recipes += ordered_candidates(kernel, schedule, target, threads, bands)
@@ -502,6 +516,8 @@ def _estimated(r: Recipe, schedule, args, target, kernel: Kernel, skewed=None) -
             copies = 2.0 * math.prod(ext[x] for x in kernel.names if c.b.uses(x)) * c.b.itemsize
     if rate is not None:
         return Candidate(r, contraction_estimate(r.params, kernel, target, rate, copies, par_trip))
+    if "ops_per_cycle" in r.params:
+        return Candidate(r, unit_estimate(r.params, kernel, par_trip))
     est = estimate(k2, target, vector_loop=handles[r.vectorize].name if r.vectorize else None,
                    lanes=lanes if r.vectorize else 1, register_rate=rate, threads=r.threads,
                    parallel_trip=par_trip, copies_bytes=copies, real_points=kernel.points(),

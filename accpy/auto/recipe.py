@@ -21,6 +21,25 @@ class CacheStep:
     index: str
     trigger: Optional[str] = None
     panel_width: Optional[int] = None
+    layout: Optional[str] = None  # "FIRST_MAJOR", "LAST_MAJOR" or "grouped" (the order a unit's instructions read)
+    location: Optional[str] = None  # a memory's name (acc.MemorySpace member or a target library's memory)
+
+
+def _layout(name: Optional[str]):
+    from ..nest.array import Array
+
+    if name is None:
+        return None
+    if name == "grouped":
+        return Array.Layout.grouped()
+    return getattr(Array.Layout, name)
+
+
+def _location(name: Optional[str]):
+    """The MemorySpace member named `name` (a generic one, or one a target library defines)."""
+    from ..targets.memory_space import MemorySpace
+
+    return None if name is None else MemorySpace[name]
 
 
 @dataclass
@@ -35,13 +54,14 @@ class Recipe:
     vectorize: Optional[str] = None
     parallel: tuple = ()  # loops run on threads (contiguous), or ()
     threads: int = 1
+    tensorize: tuple = ()  # ((loops...), {options}) per tensorized sub-nest (`plan.tensorize`)
     why: tuple = ()  # the reasons, one line each
     params: dict = field(default_factory=dict)  # the sizes chosen (for explain and the result cache)
 
     def key(self) -> str:
         """A stable text naming the recipe (what it does, not why)."""
         return repr((self.family, self.skews, self.splits, self.order, self.caches, self.prefetch, self.unroll,
-                     self.vectorize, self.parallel, self.threads))
+                     self.vectorize, self.parallel, self.threads, self.tensorize))
 
     def lines(self) -> list:
         """What the recipe does, as the calls a person would write."""
@@ -51,8 +71,12 @@ class Recipe:
             out.append(f"schedule.reorder({', '.join(self.order)})")
         for c in self.caches:
             extra = (f", trigger_index={c.trigger}" if c.trigger else "") + \
-                    (f", panel_width={c.panel_width}" if c.panel_width else "")
+                    (f", panel_width={c.panel_width}" if c.panel_width else "") + \
+                    (f", layout={c.layout}" if c.layout else "") + (f", location={c.location}" if c.location else "")
             out.append(f"plan.cache({c.array}, index={c.index}{extra})")
+        for loops, opts in self.tensorize:
+            extra = "".join(f", {k}={v!r}" for k, v in opts.items())
+            out.append(f"plan.tensorize(indices=({', '.join(loops)}){extra})")
         out += [f"plan.prefetch({a}, index={ix}, distance={d})" for a, ix, d in self.prefetch]
         out += [f"plan.unroll({ix})" for ix in self.unroll]
         if self.vectorize:
@@ -83,7 +107,10 @@ class Recipe:
         arrays = {a.name: a for a in args if hasattr(a, "name")}
         for c in self.caches:
             plan.cache(arrays[c.array], index=handles[c.index],
-                       trigger_index=handles[c.trigger] if c.trigger else None, panel_width=c.panel_width)
+                       trigger_index=handles[c.trigger] if c.trigger else None, panel_width=c.panel_width,
+                       layout=_layout(c.layout), location=_location(c.location))
+        for loops, opts in self.tensorize:
+            plan.tensorize(indices=tuple(handles[x] for x in loops), **opts)
         for a, ix, d in self.prefetch:
             plan.prefetch(arrays[a], index=handles[ix], distance=d)
         for ix in self.unroll:

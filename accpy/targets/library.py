@@ -186,6 +186,14 @@ class TargetLibrary:
         (`plan.cache(..., double_buffer=True)`)."""
 
     # -- packaging -------------------------------------------------------------------------------------
+    # -- automatic schedules (accpy/auto) ------------------------------------------------------------
+    def schedule_recipes(self, kernel, target, threads: int) -> list:
+        """Schedules this library proposes for `kernel` on `target` with up to `threads` threads (the
+        cost model's per-target part: accpy/auto/library_recipes.py says the dicts' fields): e.g. a
+        tensor unit's blocking for a contraction its instructions compute. `kernel` is read as data
+        (its loops, accesses and contraction roles: accpy/auto/kernel.py)."""
+        return []
+
     def native_units(self) -> tuple:
         """NativeUnit files linked into a package that calls this library's intrinsics."""
         return ()
