@@ -23,6 +23,8 @@ class CacheStep:
     panel_width: Optional[int] = None
     layout: Optional[str] = None  # "FIRST_MAJOR", "LAST_MAJOR" or "grouped" (the order a unit's instructions read)
     location: Optional[str] = None  # a memory's name (acc.MemorySpace member or a target library's memory)
+    source: Optional[int] = None  # a cache of an earlier cache: that step's position in the recipe's caches
+    locality: Optional[int] = None  # for a cache in a target memory: how near the core its loads keep lines
 
 
 def _layout(name: Optional[str]):
@@ -49,7 +51,7 @@ class Recipe:
     skews: tuple = ()  # ((loop, reference loop), ...), before the splits
     order: tuple = ()  # the loop order (every loop) or () to keep it
     caches: tuple = ()  # CacheStep, in order
-    prefetch: tuple = ()  # ((array, loop, distance), ...)
+    prefetch: tuple = ()  # ((array, loop, distance[, locality[, spread loop]]), ...)
     unroll: tuple = ()
     vectorize: Optional[str] = None
     parallel: tuple = ()  # loops run on threads (contiguous), or ()
@@ -69,15 +71,18 @@ class Recipe:
         out += [f"{new} = schedule.split({ix}, {size})" for ix, size, new in self.splits]
         if self.order:
             out.append(f"schedule.reorder({', '.join(self.order)})")
-        for c in self.caches:
+        sources = {c.source for c in self.caches}
+        for n, c in enumerate(self.caches):
             extra = (f", trigger_index={c.trigger}" if c.trigger else "") + \
                     (f", panel_width={c.panel_width}" if c.panel_width else "") + \
-                    (f", layout={c.layout}" if c.layout else "") + (f", location={c.location}" if c.location else "")
-            out.append(f"plan.cache({c.array}, index={c.index}{extra})")
+                    (f", layout={c.layout}" if c.layout else "") + (f", location={c.location}" if c.location else "") + \
+                    (f", locality={c.locality}" if c.locality is not None else "")
+            src = c.array if c.source is None else f"cache{c.source}"
+            out.append((f"cache{n} = " if n in sources else "") + f"plan.cache({src}, index={c.index}{extra})")
         for loops, opts in self.tensorize:
             extra = "".join(f", {k}={v!r}" for k, v in opts.items())
             out.append(f"plan.tensorize(indices=({', '.join(loops)}){extra})")
-        out += [f"plan.prefetch({a}, index={ix}, distance={d})" for a, ix, d in self.prefetch]
+        out += [_prefetch_line(p) for p in self.prefetch]
         out += [f"plan.unroll({ix})" for ix in self.unroll]
         if self.vectorize:
             out.append(f"plan.vectorize({self.vectorize})")
@@ -105,14 +110,17 @@ class Recipe:
         s, handles = self.schedule_on(schedule, skewed)
         plan = s.create_plan(target)
         arrays = {a.name: a for a in args if hasattr(a, "name")}
+        made = []
         for c in self.caches:
-            plan.cache(arrays[c.array], index=handles[c.index],
-                       trigger_index=handles[c.trigger] if c.trigger else None, panel_width=c.panel_width,
-                       layout=_layout(c.layout), location=_location(c.location))
+            made.append(plan.cache(arrays[c.array] if c.source is None else made[c.source], index=handles[c.index],
+                                   trigger_index=handles[c.trigger] if c.trigger else None, panel_width=c.panel_width,
+                                   layout=_layout(c.layout), location=_location(c.location), locality=c.locality))
         for loops, opts in self.tensorize:
             plan.tensorize(indices=tuple(handles[x] for x in loops), **opts)
-        for a, ix, d in self.prefetch:
-            plan.prefetch(arrays[a], index=handles[ix], distance=d)
+        for a, ix, d, *more in self.prefetch:
+            locality, spread = (more[0] if more else 3), (more[1] if len(more) > 1 else None)
+            plan.prefetch(arrays[a], index=handles[ix], distance=d, locality=locality,
+                          spread=handles[spread] if spread else None)
         for ix in self.unroll:
             plan.unroll(handles[ix])
         if self.vectorize:
@@ -120,6 +128,13 @@ class Recipe:
         if self.parallel and parallel:
             plan.parallelize([handles[n] for n in self.parallel], max_threads=self.threads)
         return plan
+
+
+def _prefetch_line(p: tuple) -> str:
+    """The `plan.prefetch` call of one prefetch step (array, loop, distance[, locality[, spread]])."""
+    a, ix, d, *more = p
+    extra = (f", locality={more[0]}" if more else "") + (f", spread={more[1]}" if len(more) > 1 and more[1] else "")
+    return f"plan.prefetch({a}, index={ix}, distance={d}{extra})"
 
 
 def copy_of(schedule):

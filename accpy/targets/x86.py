@@ -466,6 +466,12 @@ class X86VectorLibrary(TargetLibrary):
     def dot_products(self, target=None) -> tuple:
         return DOT_PRODUCTS if target is None else X86VectorISA(target).dot_products()
 
+    def schedule_recipes(self, kernel, target, threads: int) -> list:
+        """Contractions on the target's dot products (x86_auto.py)."""
+        from .x86_auto import dot_recipes
+
+        return dot_recipes(kernel, target, threads)
+
     def precompiled_header(self) -> Optional[str]:
         # <immintrin.h> is the largest header a kernel includes (about 0.2 s of every compile)
         return "#include <immintrin.h>\n"
