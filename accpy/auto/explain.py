@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+SHOWN = 6  # candidates listed by text(); Report.table has them all
+
+
 @dataclass
 class Report:
     family: str
@@ -47,8 +50,8 @@ class Report:
             decided = "measurement"
         else:
             decided = "model (no candidate could be measured)"
-        return Report(best.recipe.family, best.recipe.lines(), list(best.recipe.why),
-                      bands.describe() if bands is not None else [], table, decided, threads,
+        analysis = [x for x in (bands.describe() if bands is not None else []) if not x.rstrip().endswith(": none")]
+        return Report(best.recipe.family, best.recipe.lines(), list(best.recipe.why), analysis, table, decided, threads,
                       target.name, seconds, str(best.estimate) if best.estimate else "", got)
 
     def to_json(self) -> dict:
@@ -73,12 +76,18 @@ class Report:
             out.append(f"  measured: {self.measured * 1e3:.3g} ms per call (median)")
         out.append("  plan:")
         out += [f"    {x}" for x in self.lines]
-        out.append("  candidates:")
-        for fam, params, est, got, refused in self.table:
-            tail = f"refused: {refused}" if refused else (f"measured {got * 1e3:.3g} ms" if got is not None else "")
+        shown = [row for row in self.table if row[3] is not None or not row[4]][:SHOWN]
+        out.append(f"  candidates (best {len(shown)} of {len(self.table)}; "
+                   f"{sum(1 for row in self.table if row[4])} refused by accpy's checks):")
+        for fam, params, est, got, refused in shown:
+            tail = f"; measured {got * 1e3:.3g} ms" if got is not None else ""
             est_ms = est.split(" (")[0] if est else "-"
-            out.append(f"    {fam} {params}: model {est_ms}" + (f"; {tail}" if tail else ""))
+            out.append(f"    {fam} {params}: model {est_ms}{tail}")
         return "\n".join(out)
+
+    def refused(self) -> list:
+        """(family and sizes, why accpy refused it) of every refused candidate."""
+        return [(f"{fam} {params}", why) for fam, params, _, _, why in self.table if why]
 
 
 def _params(p: dict) -> str:
