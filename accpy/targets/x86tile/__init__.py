@@ -117,6 +117,12 @@ class X86TileLibrary(TargetLibrary):
     def native_units(self) -> tuple:
         return (NativeUnit(None, ("x86tile/accpy_x86tile_ops.h", "x86tile/accpy_x86tile.h"), include="x86tile"),)
 
+    def schedule_recipes(self, kernel, target, threads: int) -> list:
+        """int8 / bf16 matmul-like contractions on the tile unit (auto.py)."""
+        from .auto import tile_recipes
+
+        return tile_recipes(kernel, target, threads)
+
     def check_cache_location(self, target, location) -> None:
         if location is SPACE and not (emulated(target) or target.has("amx_tile")):
             raise ValueError(f"cache: target {target.name} has no {location.name} memory (no AMX; "
