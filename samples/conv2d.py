@@ -26,7 +26,10 @@ sit comfortably in L2, like 3 x 3 x 64 x 64, are read in place (packing them cos
 and the channel blocks then move inside the rows, so that with threads > 1 the rows h run
 on all threads in a single parallel loop per call (with packing: one per channel block).
 
-    python samples/conv2d.py [--threads T] [--output-dir DIR] [--size H W C K]
+Next to it, the same nest scheduled by `acc.autoschedule` (the cost model alone, or with
+`--measure` its best candidates measured): both are built, checked and timed taking turns.
+
+    python samples/conv2d.py [--threads T] [--measure] [--output-dir DIR] [--size H W C K]
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import argparse
 import sys
 import time
 
-from sample_support import OUTPUT_HELP, median_seconds, output_dir  # first: numpy's BLAS on one thread
+from sample_support import OUTPUT_HELP, interleaved_medians, output_dir  # first: numpy's BLAS on one thread
 
 import numpy as np  # noqa: E402
 
@@ -134,6 +137,7 @@ def main(argv=None):
     ap.add_argument("--size", nargs=4, type=int, metavar=("H", "W", "C", "K"), default=[56, 56, 64, 64],
                     help="output height, output width, input channels, output channels (default 56 56 64 64)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--measure", action="store_true", help="let acc.autoschedule measure its candidates (60 s)")
     ap.add_argument("--output-dir", help=OUTPUT_HELP)
     args = ap.parse_args(argv)
     H, W, C, K = args.size
@@ -142,24 +146,34 @@ def main(argv=None):
     print(f"conv3x3 O[{H}, {W}, {K}] += I[{H + 2}, {W + 2}, {C}] * Wt[3, 3, {C}, {K}]: register tile "
           f"{b['WB']} pixels x {b['CB']} channels ({b['WB'] * -(-b['CB'] // b['lanes'])} vector accumulators), "
           f"weights {'packed' if b['pack'] else 'read in place'}")
+    nest = plan.schedule.nests[0]
+    auto = acc.autoschedule(nest, fargs, measure=args.measure, threads=args.threads)
+    print(auto.explain().splitlines()[0])
     pkg = acc.Package()
     pkg.add(plan, args=fargs, base_name="conv3x3")
+    pkg.add(auto, args=fargs, base_name="conv3x3_auto")
     t0 = time.perf_counter()
     lib = pkg.build("conv2d", output_dir=output_dir("conv2d", args.output_dir), python_module=False)
     print(f"built {lib.files['shared']} in {time.perf_counter() - t0:.2f} s")
     rng = np.random.default_rng(0)
     inp = rng.standard_normal((H + 2, W + 2, C), dtype=np.float32)
     wt = rng.standard_normal((3, 3, C, K), dtype=np.float32)
-    out = rng.standard_normal((H, W, K), dtype=np.float32)
-    want = out.astype(np.float64) + conv2d_reference(inp, wt)
-    lib.conv3x3(inp, wt, out)
-    err = np.abs(out - want).max() / max(np.abs(want).max(), 1.0)
-    print(f"max relative error vs numpy (float64): {err:.2e}")
-    if not err < 1e-3:
-        print("MISMATCH")
-        return 1
-    gf = 2 * H * W * C * K * 9 / median_seconds(lambda: lib.conv3x3(inp, wt, out), 21) / 1e9
-    print(f"conv3x3 {H}x{W}, {C}->{K} channels, {args.threads} thread(s): {gf:.1f} GFLOP/s (median of 21)")
+    out0 = rng.standard_normal((H, W, K), dtype=np.float32)
+    want = out0.astype(np.float64) + conv2d_reference(inp, wt)
+    for name in ("conv3x3", "conv3x3_auto"):
+        out = out0.copy()
+        getattr(lib, name)(inp, wt, out)
+        err = np.abs(out - want).max() / max(np.abs(want).max(), 1.0)
+        print(f"{name}: max relative error vs numpy (float64): {err:.2e}")
+        if not err < 1e-3:
+            print("MISMATCH")
+            return 1
+    out = out0.copy()
+    med = interleaved_medians({"hand": lambda: lib.conv3x3(inp, wt, out),
+                               "auto": lambda: lib.conv3x3_auto(inp, wt, out)}, 21)
+    gf = {k: 2 * H * W * C * K * 9 / v / 1e9 for k, v in med.items()}
+    print(f"conv3x3 {H}x{W}, {C}->{K} channels, {args.threads} thread(s): {gf['hand']:.1f} GFLOP/s (median of 21)")
+    print(f"autoscheduled: {gf['auto']:.1f} GFLOP/s, {gf['auto'] / gf['hand']:.2f} x the hand schedule")
     print("OK")
     return 0
 

@@ -19,7 +19,10 @@ medians of 15 interleaved runs: +2 to +5% on one thread at 256^3-2048^3 and 1000
 +0.5%; none at 511x513x257), +6 to +12% on two).
 The outer j (or i) loop runs on all cores.
 
-    python samples/optimized_matmul.py [M N K] [--threads T] [--output-dir DIR]
+Next to it, the same nest scheduled by `acc.autoschedule` (the cost model alone, or with
+`--measure` its best candidates measured): both are built, checked and timed taking turns.
+
+    python samples/optimized_matmul.py [M N K] [--threads T] [--measure] [--output-dir DIR]
 """
 from __future__ import annotations
 
@@ -30,11 +33,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # first: numpy only checks results here, its BLAS on one thread (no idle BLAS thread next to the kernel)
-from sample_support import OUTPUT_HELP, median_seconds, output_dir  # noqa: E402
+from sample_support import OUTPUT_HELP, interleaved_medians, output_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import accpy as acc  # noqa: E402
+from accpy.auto.model import balanced_nc  # noqa: E402
 
 
 def block_sizes(target, M, N, K, threads):
@@ -53,34 +57,8 @@ def block_sizes(target, M, N, K, threads):
     NC = max(NR, min(max(4 * NR, 256) // NR * NR, (3 * l2 // 4 // (4 * KC)) // NR * NR))
     MC = 96 if 96 % MR == 0 else 16 * MR
     if threads > 1 and N >= 2 * NR * threads:
-        NC = _balanced_nc(N, NC, NR, threads, lanes)
+        NC = balanced_nc(N, NC, NR, threads, lanes)  # the cost model's rule (accpy/auto/model.py)
     return dict(NC=NC, KC=KC, MC=MC, NR=NR, MR=MR, pack_a=False, panel_b=True, prefetch=8)
-
-
-def _balanced_nc(N: int, nc_max: int, NR: int, threads: int, lanes: int) -> int:
-    """The NC whose busiest thread has the least work when the threads take contiguous runs of
-    the N / NC column blocks (OpenMP's static schedule). Work is counted in NR-wide panels; a
-    block's narrower tail panel costs its vectors' share of a panel and a little more. The
-    candidates: multiples of NR up to the cache-sized NC, and N split evenly between the threads
-    (e.g. 513 columns on 2 threads: blocks of 257, 4 panels and a 1-column tail each, instead of
-    blocks of 64 shared 5 to 4)."""
-    def cost(width):
-        tail = width % NR
-        return width // NR + (-(-tail // lanes) / (NR // lanes) + 0.1 if tail else 0.0)
-
-    def busiest(nc):
-        widths = [min(nc, N - b * nc) for b in range(-(-N // nc))]
-        q, r = divmod(len(widths), threads)
-        runs, start = [], 0
-        for t in range(threads):
-            n = q + (1 if t < r else 0)
-            runs.append(sum(cost(w) for w in widths[start:start + n]))
-            start += n
-        return max(runs)
-
-    even = {-(-N // (threads * m)) for m in range(1, 9)}
-    candidates = set(range(NR, nc_max + 1, NR)) | {nc for nc in even if NR <= nc <= nc_max + NR}
-    return min(sorted(candidates), key=lambda nc: (busiest(nc), -nc))
 
 
 def matmul_plan(M, N, K, threads=1, target=None, sizes=None):
@@ -125,12 +103,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sizes", nargs="*", type=int, help="M N K (default 1024 1024 1024)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--measure", action="store_true", help="let acc.autoschedule measure its candidates (60 s)")
     ap.add_argument("--output-dir", help=OUTPUT_HELP)
     args = ap.parse_args(argv)
     M, N, K = (args.sizes + [1024, 1024, 1024])[:3] if len(args.sizes) < 3 else args.sizes[:3]
     plan, fargs = matmul_plan(M, N, K, args.threads)
+    auto = acc.autoschedule(plan.schedule.nests[0], fargs, measure=args.measure, threads=args.threads)
+    print(auto.explain().splitlines()[0])
     pkg = acc.Package()
     pkg.add(plan, args=fargs, base_name="sgemm")
+    pkg.add(auto, args=fargs, base_name="sgemm_auto")
     t0 = time.perf_counter()
     lib = pkg.build("optimized_matmul", output_dir=output_dir("optimized_matmul", args.output_dir),
                     python_module=False)
@@ -138,16 +120,21 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((M, K), dtype=np.float32)
     b = rng.standard_normal((K, N), dtype=np.float32)
-    c = rng.standard_normal((M, N), dtype=np.float32)
-    want = c + a @ b
-    lib.sgemm(a, b, c)
-    err = np.abs(c - want).max() / max(np.abs(want).max(), 1.0)
-    print(f"max relative error vs numpy: {err:.2e}")
-    if not err < 1e-4:
-        print("MISMATCH")
-        return 1
-    gf = 2 * M * N * K / median_seconds(lambda: lib.sgemm(a, b, c), 7) / 1e9
-    print(f"sgemm {M}x{N}x{K}, {args.threads} thread(s): {gf:.1f} GFLOP/s (median of 7)")
+    c0 = rng.standard_normal((M, N), dtype=np.float32)
+    want = c0 + a @ b
+    for name in ("sgemm", "sgemm_auto"):
+        c = c0.copy()
+        getattr(lib, name)(a, b, c)
+        err = np.abs(c - want).max() / max(np.abs(want).max(), 1.0)
+        print(f"{name}: max relative error vs numpy: {err:.2e}")
+        if not err < 1e-4:
+            print("MISMATCH")
+            return 1
+    c = c0.copy()
+    med = interleaved_medians({"hand": lambda: lib.sgemm(a, b, c), "auto": lambda: lib.sgemm_auto(a, b, c)}, 7)
+    gf = {k: 2 * M * N * K / v / 1e9 for k, v in med.items()}
+    print(f"sgemm {M}x{N}x{K}, {args.threads} thread(s): {gf['hand']:.1f} GFLOP/s (median of 7)")
+    print(f"autoscheduled: {gf['auto']:.1f} GFLOP/s, {gf['auto'] / gf['hand']:.2f} x the hand schedule")
     return 0
 
 

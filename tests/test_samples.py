@@ -327,6 +327,8 @@ def test_conv2d(tmp_path):
     out = check_ok(run_sample("conv2d.py", tmp_path, "--size", "4", "10", "8", "12"))
     assert "max relative error vs numpy (float64)" in out and out.rstrip().endswith("OK")
     assert re.search(r"conv3x3 4x10, 8->12 channels, 1 thread\(s\): [\d.]+ GFLOP/s \(median of 21\)", out)
+    assert "conv3x3_auto: max relative error vs numpy (float64)" in out
+    assert re.search(r"autoscheduled: [\d.]+ GFLOP/s, [\d.]+ x the hand schedule", out)
     assert (tmp_path / "out" / "libconv2d.so").is_file()
 
 
@@ -336,6 +338,10 @@ def test_optimized_matmul(tmp_path, threads):
     out = check_ok(run_sample("optimized_matmul.py", tmp_path, "70", "90", "50", "--threads", threads))
     assert re.search(r"max relative error vs numpy: \S+\n", out)
     assert re.search(rf"sgemm 70x90x50, {threads} thread\(s\): [\d.]+ GFLOP/s \(median of 7\)", out)
+    # the nest autoscheduled next to the hand schedule: checked, then timed
+    assert "autoschedule: register-blocked contraction, chosen by model" in out
+    assert re.search(r"sgemm_auto: max relative error vs numpy: \S+\n", out)
+    assert re.search(r"autoscheduled: [\d.]+ GFLOP/s, [\d.]+ x the hand schedule", out)
     assert (tmp_path / "out" / "liboptimized_matmul.so").is_file()
 
 
