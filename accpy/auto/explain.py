@@ -76,7 +76,8 @@ class Report:
             out.append(f"  measured: {self.measured * 1e3:.3g} ms per call (median)")
         out.append("  plan:")
         out += [f"    {x}" for x in self.lines]
-        shown = [row for row in self.table if row[3] is not None or not row[4]][:SHOWN]
+        measured = sorted((row for row in self.table if row[3] is not None), key=lambda row: row[3])
+        shown = (measured + [row for row in self.table if row[3] is None and not row[4]])[:max(SHOWN, len(measured))]
         out.append(f"  candidates (best {len(shown)} of {len(self.table)}; "
                    f"{sum(1 for row in self.table if row[4])} refused by accpy's checks):")
         for fam, params, est, got, refused in shown:
