@@ -40,6 +40,7 @@ from sample_support import functional_model, not_timed, output_dir  # noqa: E402
 import numpy as np  # noqa: E402
 
 import accpy as acc  # noqa: E402
+from accpy.targets.x86tile.auto import conv_tile_sizes  # noqa: E402
 from int8_matmul import build_one, default_path, describe_path, quantized, tile_target, with_epilogue  # noqa: E402
 
 S = acc.ScalarType
@@ -62,13 +63,9 @@ def conv_nest(H: int, W: int, C: int, K: int):
 
 
 def tile_conv_sizes(C: int, K: int) -> dict:
-    """GC accumulator tiles of 16 output channels (3 where K / 16 is a multiple of 3, else 2: no
-    partly empty grid), NC output channels per packed weight block (all of them up to ~1 MiB)."""
-    tiles = -(-K // 16)
-    gc = 3 if tiles % 3 == 0 else 2 if tiles > 1 else 1
-    step = 16 * gc
-    nc = max(step, min(-(-K // step) * step, (1 << 20) // (KH * KW * C) // step * step))
-    return dict(GC=gc, NC=nc)
+    """GC accumulator tiles of 16 output channels, NC output channels per packed weight block: the
+    tile library's rule (accpy/targets/x86tile/auto.py's `conv_tile_sizes`)."""
+    return conv_tile_sizes(C, K, KH * KW)
 
 
 def _tile_conv_schedule(s, h, w, co, kh, kw, ci, sz: dict, f=None):
