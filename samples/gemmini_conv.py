@@ -31,35 +31,23 @@ from sample_support import OUTPUT_HELP, functional_model, not_timed  # noqa: E40
 import numpy as np  # noqa: E402
 
 import accpy as acc  # noqa: E402
+from accpy.targets.gemmini import ACCUMULATOR, SCRATCHPAD  # noqa: E402
+from accpy.targets.gemmini.auto import conv_blocks  # noqa: E402
 
 I8, I32, F32 = acc.ScalarType.int8, acc.ScalarType.int32, acc.ScalarType.float32
 DIM = 16
 
 
-ACC_ROWS, SP_ROWS = 1024, 16384  # Gemmini's accumulator and scratchpad, in rows of 16 elements
+ACC_ROWS, SP_ROWS = ACCUMULATOR.rows, SCRATCHPAD.rows  # Gemmini's accumulator and scratchpad, in rows of 16 elements
 
 
 def blocks_for(H: int, W: int, C: int, K: int) -> tuple:
-    """(output pixels per band Pb, output channels per block Kb) of the scheduled conv. The band's
-    int32 sums fill the accumulator (Pb * Kb / 16 <= 1024 rows); Pb is a multiple of W (a band
-    of whole output rows: its input block starts at a row the loops compute without a division)
-    and, where the accumulator allows, of 16 (every pixel tile full); the band's input block for
-    one (ky, kx) and the block's weights for it fit the scratchpad."""
-    from math import gcd
-
-    ct = -(-C // DIM)
-    Kb = min(-(-K // DIM) * DIM, 64)
-    while Kb > DIM and W * Kb // DIM > ACC_ROWS:
-        Kb -= DIM
-    cap = ACC_ROWS * DIM // Kb  # pixels of the band
-    if W > cap:
-        raise ValueError(f"W: an output row of {W} pixels does not fit Gemmini's accumulator; tile the width")
-    step = W * DIM // gcd(W, DIM)  # whole output rows and whole pixel tiles
-    step = step if step <= cap else W
-    Pb = min(max(step, cap // step * step), H * W)  # (H * W: one band, whole rows too)
-    while Pb > step and Pb * ct + C * Kb // DIM > SP_ROWS:
-        Pb -= step
-    return Pb, Kb
+    """(output pixels per band Pb, output channels per block Kb) of the scheduled conv: the Gemmini
+    library's rule (accpy/targets/gemmini/auto.py's `conv_blocks`). The band's int32 sums fill the
+    accumulator; Pb is a multiple of W (a band of whole output rows) and, where the accumulator
+    allows, of 16 (every pixel tile full); the band's input block for one (ky, kx) and the block's
+    weights for it fit the scratchpad."""
+    return conv_blocks(H, W, C, K)
 
 
 def conv_plan(H: int, W: int, C: int, K: int, relu: bool = True, naive: bool = False, blocks=None):

@@ -26,23 +26,17 @@ from sample_support import OUTPUT_HELP, functional_model, not_timed  # noqa: E40
 import numpy as np  # noqa: E402
 
 import accpy as acc  # noqa: E402
+from accpy.targets.gemmini.auto import matmul_blocks  # noqa: E402
 
 I8, I32, F32 = acc.ScalarType.int8, acc.ScalarType.int32, acc.ScalarType.float32
 DIM = 16
 
 
 def blocks_for(M: int, N: int, K: int) -> tuple:
-    """Block sizes (Mb, Nb, Kb): the output block fills the accumulator (Mb * Nb <= 16384 int32),
+    """Block sizes (Mb, Nb, Kb): the Gemmini library's rule (accpy/targets/gemmini/auto.py's
+    `matmul_blocks`, which acc.autoschedule uses too): the output block fills the accumulator,
     with Mb large (each weight tile meets Mb / 16 row tiles); A and B blocks fit the scratchpad."""
-    def r16(x):
-        return max(DIM, -(-x // DIM) * DIM)
-
-    Nb = min(r16(N), 64)
-    Mb = min(r16(M), 16384 // Nb)
-    Kb = min(r16(K), 512)
-    while Kb * (Mb + Nb) > 16384 * 16:
-        Kb //= 2
-    return Mb, Nb, Kb
+    return matmul_blocks(M, N, K)
 
 
 def matmul_plan(M: int, N: int, K: int, relu: bool = True, bias: bool = False, naive: bool = False, blocks=None):

@@ -87,6 +87,12 @@ class GemminiLibrary(TargetLibrary):
         return (LibraryPass("gemmini weight reuse", "tensorize", reuse_weights),
                 LibraryPass("gemmini call bracket", "configs", lambda body, request: wrap_function(body)))
 
+    def schedule_recipes(self, kernel, target, threads: int) -> list:
+        """int8 matmuls on the scratchpad, accumulator and array (auto.py)."""
+        from .auto import gemmini_recipes
+
+        return gemmini_recipes(kernel, target, threads)
+
     def check_cache_location(self, target, location) -> None:
         if location in SPACES and not target.has_memory(location):
             raise ValueError(f"cache: target {target.name} has no {location.name} memory")
