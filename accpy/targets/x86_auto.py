@@ -125,7 +125,7 @@ def _dot_recipe(kernel, p, b: dict, threads: int, lanes: int, sizes: tuple) -> d
     inner = list(c.k[:-1]) + [k_in]
     order = list(c.outer) + list(c.m[:-1]) + blocked + inner + [m_row, n_vec, k_group]
     at = m_tile or inner[0]
-    trigger = k_blocks or (blocked + inner)[0]  # the whole KC x NC block, filled once
+    trigger = k_blocks or order[len(c.outer)]  # the whole KC x NC block, filled once (per outer iteration)
     caches = [dict(array=c.b.name, index=at, trigger=None if trigger == at else trigger, layout="grouped")]
     if c.out.array is not None:
         caches.append(dict(array=c.out.name, index=inner[0]))
