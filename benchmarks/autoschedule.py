@@ -129,18 +129,28 @@ class Bench:
         else:
             self.skipped[name] = f"wrong result (relative error {worst:.2e})"
 
-    def add_accpy(self, name: str, stage_plans: list, pkg, threads_tag: str) -> None:
-        """Queue `stage_plans` [(plan, args)] in `pkg` as contender `name` (`build_accpy` builds
-        the package, then checks every queued contender)."""
-        for n, (plan, args) in enumerate(stage_plans):
-            pkg.add(plan, args=args, base_name=suite.c_name(self.k.name, n, f"{name}{threads_tag}"))
-        self._queued.append((f"{name}{threads_tag}", name, stage_plans))
+    def add_accpy(self, name: str, stage_plans: list) -> None:
+        """Build `stage_plans` [(plan, args)] as contender `name` (a package of its own, so that
+        a plan that does not build is reported, not fatal) and check it."""
+        k, pkg = self.k, acc.Package()
+        try:
+            for n, (plan, args) in enumerate(stage_plans):
+                pkg.add(plan, args=args, base_name=suite.c_name(k.name, n, name))
+            lib = pkg.build(f"auto_{k.name.replace('-', '_')}_{name}", output_dir=self.out_dir,
+                            python_module=False, progress=False)
+        except Exception as e:  # reported in the JSON line
+            self.skipped[name] = f"does not build: {type(e).__name__}: {str(e)[:300]}"
+            return
+        fns = [getattr(lib, suite.c_name(k.name, n, name)) for n in range(len(stage_plans))]
+        d = _copy(self.data0)
+        args = [a for _, a in stage_plans]
+        self.check(name, lambda: [f(*[d[x.name] for x in a]) for f, a in zip(fns, args)],
+                   {o: d[o] for o in k.outputs})
 
     def build_accpy(self, threads: list) -> None:
-        """The default plans, the autoscheduled ones and the hand ones, in one package."""
-        k, pkg, self._queued = self.k, acc.Package(), []
-        default = [(suite.default_plan(o), a) for o, a in k.stages()]
-        self.add_accpy("default", default, pkg, "")
+        """The default plans, the autoscheduled ones and the hand ones, built and checked."""
+        k = self.k
+        self.add_accpy("default", [(suite.default_plan(o), a) for o, a in k.stages()])
         for t in threads:
             if hasattr(acc, "autoschedule"):
                 for measure, label in ((False, "auto_model"), (True, "auto_measured")):
@@ -148,22 +158,14 @@ class Bench:
                     plans, notes, sec = auto_plans(k, stages, t, measure, self.opts.budget)
                     self.notes += [f"{label} t{t} {n}" for n in notes]
                     self.seconds[f"{label}_t{t}"] = round(sec, 2)
-                    self.add_accpy(label, [(p, a) for p, (_, a) in zip(plans, stages)], pkg, f"_t{t}")
+                    self.add_accpy(f"{label}_t{t}", [(p, a) for p, (_, a) in zip(plans, stages)])
             hand, why = hand_plans(k, t)
             if hand is None:
                 self.skipped["hand"] = why
             else:
-                self.add_accpy("hand", hand, pkg, f"_t{t}")
+                self.add_accpy(f"hand_t{t}", hand)
         if not hasattr(acc, "autoschedule"):
             self.skipped["auto_model"] = self.skipped["auto_measured"] = "acc.autoschedule is missing"
-        lib = pkg.build(f"auto_{k.name.replace('-', '_')}", output_dir=self.out_dir, python_module=False,
-                        progress=False)
-        for full, _, stage_plans in self._queued:
-            fns = [getattr(lib, suite.c_name(k.name, n, full)) for n in range(len(stage_plans))]
-            d = _copy(self.data0)
-            args = [a for _, a in stage_plans]
-            run = (lambda fns=fns, args=args, d=d: [f(*[d[x.name] for x in a]) for f, a in zip(fns, args)])
-            self.check(full, run, {o: d[o] for o in k.outputs})
 
     def build_halide(self, threads: list) -> None:
         """Both autoschedulers' pipelines per thread count, compiled and checked."""
