@@ -35,7 +35,8 @@ from .kernel import Kernel
 from .library_recipes import library_recipes
 from .recipe import CacheStep, Recipe
 
-_REFUSED = (ScheduleError, ValueError, TypeError, NotImplementedError)
+# what accpy raises when it refuses a plan (RuntimeError: e.g. a target without vector instructions)
+_REFUSED = (ScheduleError, ValueError, TypeError, NotImplementedError, RuntimeError)
 
 
 @dataclass
@@ -47,6 +48,14 @@ class Candidate:
     @property
     def seconds(self) -> float:
         return self.estimate.seconds if self.estimate else math.inf
+
+
+def has_vectors(kernel: Kernel, target) -> bool:
+    """Whether the target's vector ISA has registers for every element type the kernel touches (a
+    loop vectorized without them is left to the C compiler, and nothing of the recipe's register
+    blocking or prefetching holds)."""
+    isa = target.vector_isa
+    return isa is not None and all(isa.shape(r.buffer.dtype) is not None for r in kernel.refs)
 
 
 def lanes_of(target, itemsize: int) -> int:
@@ -226,6 +235,8 @@ def contraction_candidates(kernel: Kernel, target, threads: int) -> list:
     own packed panel, as convolutions like); other register tiles; and with threads, the parallel
     loop one level further in."""
     c = kernel.contraction
+    if len(set(c.dtypes)) != 1 or not has_vectors(kernel, target):
+        return []  # mixed types (int8 x int8 -> int32): the libraries' dot products, not this FMA tile
     base = contraction_blocks(kernel, target, threads)
     out = [contraction_recipe(kernel, threads, base)]
     out.append(contraction_recipe(kernel, threads, base, pack=not base["pack"]))
@@ -382,7 +393,7 @@ def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands, ve
     unit = any(r.stride(inner) == 1 for r in refs)
     splits, vec, unroll, why = [], None, [], []
     new_order = list(order)
-    if vectorize and unit and vector_friendly(kernel, inner) and ext >= 2 * lanes:
+    if vectorize and unit and has_vectors(kernel, target) and vector_friendly(kernel, inner) and ext >= 2 * lanes:
         vec = _namer(kernel)(inner)
         splits.append((inner, 2 * lanes, vec))
         new_order.append(vec)
@@ -443,7 +454,7 @@ def tiled_candidates(kernel: Kernel, target, threads: int, bands, skewed: bool) 
         vec = None
         last = order[-1]
         ext_last = TI if last != inner or points[-1] is not None else (kernel.loop(inner).extent or 0)
-        if last in (inner, points[-1]) and vector_friendly(kernel, inner) and \
+        if last in (inner, points[-1]) and has_vectors(kernel, target) and vector_friendly(kernel, inner) and \
                 any(r.stride(inner) == 1 for r in kernel.refs) and (ext_last or 0) >= 2 * lanes:
             vec = fresh(inner)
             splits.append((last, 2 * lanes, vec))

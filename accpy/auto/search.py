@@ -161,7 +161,7 @@ def _key(schedule, args, target, threads: int, measure: bool) -> str:
         arrays.append((buf.name, str(buf.dtype), [str(s) for s in buf.shape], [str(s) for s in buf.strides],
                        str(getattr(a, "role", ""))))
     t = (target.name, target.vector_bytes, target.vector_registers, tuple(target.cache_sizes),
-         tuple(sorted(target.extensions or ())))
+         tuple(sorted(target.extensions or ())), repr(target.extra))
     text = json.dumps([schedule.to_python(), arrays, repr(t), threads, bool(measure), __version__, _model_hash()],
                       default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -169,9 +169,11 @@ def _key(schedule, args, target, threads: int, measure: bool) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _model_hash() -> str:
-    """A hash of this layer's source: a changed model decides again instead of reusing old choices."""
+    """A hash of the model's source (this layer and the libraries' recipe modules, `auto*.py` under
+    accpy/targets): a changed model decides again instead of reusing old choices."""
     h = hashlib.sha256()
-    for f in sorted(Path(__file__).parent.glob("*.py")):
+    here = Path(__file__).parent
+    for f in sorted(here.glob("*.py")) + sorted((here.parent / "targets").rglob("*auto*.py")):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -190,6 +192,7 @@ def _load(key: str) -> Optional[dict]:
         r["caches"] = tuple(CacheStep(**c) for c in r["caches"])
         for f in ("splits", "skews", "prefetch"):
             r[f] = tuple(tuple(x) for x in r[f])
+        r["tensorize"] = tuple((tuple(loops), dict(opts)) for loops, opts in r.get("tensorize", ()))
         for f in ("order", "unroll", "parallel", "why"):
             r[f] = tuple(r[f])
         return {"recipe": Recipe(**r), "report": data["report"]}

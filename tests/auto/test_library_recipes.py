@@ -225,9 +225,6 @@ def test_the_gemmini_recipe_is_exact_on_the_model(tmp_path):
     assert lib.gemmini_counters()["macs"] == M * N * K
 
 
-@pytest.mark.xfail(raises=RuntimeError, strict=True,
-                   reason="accpy/auto/model.py: the generic recipes' plan.vectorize raises RuntimeError on a "
-                          "target without vectors, which _REFUSED does not catch")
 def test_autoschedule_picks_the_gemmini_recipe():
     nest, args = gemmini_nest(40, 72, 50)
     plan = acc.autoschedule(nest, args, target=acc.Target(acc.Target.Model.GEMMINI), measure=False)
