@@ -22,10 +22,13 @@ C += A @ B, from the mkl wheel), "numpy" (sgemm: A @ B into a preallocated array
 into this process, scheduled for t threads, the runtime's pool set to t). Kernels update their
 arrays in place; every contender works on its own copy of the data.
 
-With Halide measured, the script sets OMP_WAIT_POLICY=PASSIVE unless it is set (`omp_wait_policy`
-in each line): with libgomp's default spinning and Halide's thread pool in the same process,
-every two-thread OpenMP kernel (accpy's and MKL's) collapsed on the 2-core machine this was
-written on (tiny sgemm: 0.008 GFLOP/s instead of 7.5; with PASSIVE, or without Halide, not).
+With Halide measured, the script sets GOMP_SPINCOUNT=10000 unless it (or OMP_WAIT_POLICY) is set
+(`omp_env` in each line): with libgomp's default spinning (about 300,000 spins before an idle
+thread sleeps) and Halide's thread pool in the same process, every two-thread OpenMP kernel
+(accpy's and MKL's) collapsed on the 2-core machine this was written on (tiny sgemm: 0.008
+GFLOP/s instead of 7.5). OMP_WAIT_POLICY=PASSIVE (threads sleep at once) cures that too, but
+then every entry into a parallel loop wakes the threads from sleep: a stencil's 1000 time steps
+each pay it (jacobi-2d, 2 threads: 518 ms instead of 287 ms with a short spin).
 
     python benchmarks/autoschedule.py [--kernels gemm,jacobi-1d] [--threads 1,2] [--budget 20]
                                       [--quick] [--skip-halide] [--repeat 5] [--rounds 2]
@@ -232,7 +235,7 @@ class Bench:
             "auto_vs_hand": round(auto / g["hand"], 3) if auto and g["hand"] else None,
             "auto_vs_mkl": round(auto / g["mkl"], 3) if auto and g["mkl"] else None,
             "seconds": self.seconds, "auto_notes": self.notes, "loadavg": round(os.getloadavg()[0], 2),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+            "omp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ},
         }
 
 
@@ -261,7 +264,8 @@ def main(argv=None) -> int:
     threads = [int(t) for t in opts.threads.split(",")]
     if not opts.skip_halide:
         # before libgomp loads (the first kernel or MKL): see the module docstring
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", "10000")
     blas = Blas()
     mkl, mkl_missing = mklblas.load()
     out_dir = tempfile.mkdtemp(prefix="accpy_bench_auto_")

@@ -20,6 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from ..ir.affine import to_affine
+from ..ir.expr import BinOp, Const
+from ..ir.visitor import free_vars
 from .kernel import Kernel
 
 _BW = (64.0, 32.0, 16.0)  # bytes per cycle into L1 (loads), from L2, from L3
@@ -76,10 +79,11 @@ def _footprint_lines(g: _Group, inner: list, line: int, held: bool = True) -> fl
     ref = g.ref
     if not ref.subscripts:
         return 1.0
-    if any(s is None for s in ref.subscripts):
-        return float(math.prod(_trip(lp) for lp in inner if ref.uses(lp.name)) or 1)
     ranges = []
-    for s, spread in zip(ref.subscripts, g.spread):
+    for s, x, spread in zip(ref.subscripts, ref.indices or ref.subscripts, g.spread):
+        if s is None:  # quasi-affine: (e) % m spans at most m values, (e) // d about 1/d of e's
+            ranges.append(_quasi_range(x, inner))
+            continue
         r = 1
         for lp in inner:
             c = abs(s.coef(lp.var))
@@ -90,6 +94,23 @@ def _footprint_lines(g: _Group, inner: list, line: int, held: bool = True) -> fl
     per_line = max(1, line // ref.itemsize)
     rows = math.prod(ranges[:-1]) if len(ranges) > 1 else 1
     return float(rows * math.ceil(ranges[-1] / per_line))  # the last subscript is the contiguous one
+
+
+def _quasi_range(x, inner: list) -> int:
+    """How many values a quasi-affine subscript takes over the loops `inner`."""
+    def affine_range(e) -> Optional[int]:
+        a = to_affine(e)
+        if a is None:
+            return None
+        return 1 + sum(abs(a.coef(lp.var)) * (_trip(lp) - 1) for lp in inner)
+
+    if isinstance(x, BinOp) and isinstance(x.b, Const) and x.b.value > 0:
+        r = affine_range(x.a)
+        if r is not None and x.op == "mod":
+            return min(r, x.b.value)
+        if r is not None and x.op == "floordiv":
+            return -(-r // x.b.value) + 1
+    return int(math.prod(_trip(lp) for lp in inner if lp.var in free_vars(x)) or 1)
 
 
 def _traffic(kernel: Kernel, capacity: int, line: int) -> float:
@@ -121,7 +142,8 @@ def _traffic(kernel: Kernel, capacity: int, line: int) -> float:
 
 def estimate(kernel: Kernel, target, *, vector_loop: Optional[str] = None, lanes: int = 1,
              register_rate: Optional[float] = None, threads: int = 1, parallel_trip: int = 1,
-             copies_bytes: float = 0.0, real_points: Optional[int] = None, blocked: bool = False) -> Estimate:
+             copies_bytes: float = 0.0, real_points: Optional[int] = None, blocked: bool = False,
+             slowdown: float = 1.0) -> Estimate:
     """Seconds per call of `kernel`'s loops as scheduled (see the module docstring).
 
     vector_loop / lanes: the vectorized loop and its lanes (1: scalar code); register_rate: for a
@@ -130,7 +152,8 @@ def estimate(kernel: Kernel, target, *, vector_loop: Optional[str] = None, lanes
     copies_bytes: bytes the plan's caches copy per call (packing); real_points: the iterations that
     are not padding (splits that do not divide add empty ones to the box: the traffic is scaled);
     blocked: the loops are blocked for L1 and L2 by construction (a register-blocked kernel streams
-    its panels from L2 while it computes): only the arithmetic, the copies and memory count."""
+    its panels from L2 while it computes): only the arithmetic, the copies and memory count;
+    slowdown: a factor on the arithmetic for code the model knows to run slower (skewed tiles)."""
     points = kernel.points() or 256 ** len(kernel.loops)
     real = real_points or points
     scale = real / points
@@ -144,7 +167,7 @@ def estimate(kernel: Kernel, target, *, vector_loop: Optional[str] = None, lanes
         per_cycle = min(2.0, kernel.ops_per_point / max(1, len(kernel.refs)) * 2)
     used = max(1, min(threads, parallel_trip))
     balance = math.ceil(parallel_trip / used) * used / parallel_trip if parallel_trip > 1 else 1.0
-    compute = ops / per_cycle / used * balance
+    compute = ops / per_cycle / used * balance * slowdown
     caps = list(target.cache_bytes) or [32768, 524288]
     line = (target.cache_lines or (64,))[0]
     terms = {"compute": compute}

@@ -23,6 +23,7 @@ are kept with the reason (explain shows them).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -350,6 +351,13 @@ def ordered_candidates(kernel: Kernel, schedule, target, threads: int, bands) ->
     return out
 
 
+def reduces_along(kernel: Kernel, loop: str) -> bool:
+    """Whether every array written stays put along `loop` (a reduction over it): vectorized whole,
+    its vector accumulators then sum across the loop and are reduced once at its end (split into
+    short vector loops, each would be reduced at its own end)."""
+    return all(r.stride(loop) == 0 for r in kernel.refs if r.kind != "read")
+
+
 def vector_friendly(kernel: Kernel, loop: str) -> bool:
     """Whether accpy's vectorizer can take `loop` innermost: every array written moves with it at
     unit stride (or not at all), and all of that array's accesses that move with the loop touch the
@@ -394,10 +402,14 @@ def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands, ve
     splits, vec, unroll, why = [], None, [], []
     new_order = list(order)
     if vectorize and unit and has_vectors(kernel, target) and vector_friendly(kernel, inner) and ext >= 2 * lanes:
-        vec = _namer(kernel)(inner)
-        splits.append((inner, 2 * lanes, vec))
-        new_order.append(vec)
-        why.append(f"{inner} innermost (unit stride), vectorized 2 x {lanes} lanes")
+        if reduces_along(kernel, inner):
+            vec = inner  # the whole loop: its vector accumulators live across all of it
+            why.append(f"{inner} innermost (unit stride), a reduction vectorized whole ({lanes} lanes)")
+        else:
+            vec = _namer(kernel)(inner)
+            splits.append((inner, 2 * lanes, vec))
+            new_order.append(vec)
+            why.append(f"{inner} innermost (unit stride), vectorized 2 x {lanes} lanes")
     else:
         why.append(f"{inner} innermost (fewest cache lines per iteration)")
     par = ()
@@ -456,9 +468,12 @@ def tiled_candidates(kernel: Kernel, target, threads: int, bands, skewed: bool) 
         ext_last = TI if last != inner or points[-1] is not None else (kernel.loop(inner).extent or 0)
         if last in (inner, points[-1]) and has_vectors(kernel, target) and vector_friendly(kernel, inner) and \
                 any(r.stride(inner) == 1 for r in kernel.refs) and (ext_last or 0) >= 2 * lanes:
-            vec = fresh(inner)
-            splits.append((last, 2 * lanes, vec))
-            order.append(vec)
+            if reduces_along(kernel, inner):
+                vec = last  # a reduction: vectorized whole (see reduces_along)
+            else:
+                vec = fresh(inner)
+                splits.append((last, 2 * lanes, vec))
+                order.append(vec)
         par = ()
         if threads > 1:
             par = next(((n,) for n in before + tiles if n in coincident), ())
@@ -494,6 +509,10 @@ def candidates(schedule, args, target, threads: int, bands=None, skewed_bands=No
         for r in tiled_candidates(Kernel.of(skewed, args), target, threads, skewed_bands, skewed=True):
             r.skews = skews
             recipes.append(r)
+    if threads > 1:  # each parallel recipe also on one thread: small or memory-bound nests may prefer it
+        recipes += [dataclasses.replace(r, parallel=(), threads=1, params=dict(r.params, threads=1, parallel=None),
+                                        why=tuple(w for w in r.why if not w.startswith(f"{r.parallel[0]} on ")))
+                    for r in recipes if r.parallel]
     out, seen = [], set()
     for r in recipes:
         if r.key() in seen:
@@ -506,6 +525,11 @@ def candidates(schedule, args, target, threads: int, bands=None, skewed_bands=No
     return out
 
 
+FORK_JOIN_SECONDS = 20e-6  # one entry into a parallel loop: waking the threads and joining them
+SKEWED_RATE = 0.5  # skewed tiles' code runs the arithmetic at about half speed (partial tiles, bounds;
+#                    measured on jacobi-2d, 1300^2 x 1000 half-steps, one thread: 0.89 s against 0.40 s)
+
+
 def _estimated(r: Recipe, schedule, args, target, kernel: Kernel, skewed=None) -> Candidate:
     try:
         s, handles = r.schedule_on(schedule, skewed)
@@ -514,9 +538,12 @@ def _estimated(r: Recipe, schedule, args, target, kernel: Kernel, skewed=None) -
         return Candidate(r, refused=f"{type(e).__name__}: {e}")
     k2 = Kernel.of(s, args)
     lanes = lanes_of(target, max(x.itemsize for x in kernel.refs))
-    par_trip = 1
+    par_trip, regions = 1, 0
     if r.parallel:
-        par_trip = k2.loop(handles[r.parallel[0]].name).extent or r.threads
+        name = handles[r.parallel[0]].name
+        par_trip = k2.loop(name).extent or r.threads
+        regions = math.prod(lp.extent or 256 for lp in k2.loops[:k2.names.index(name)])
+    overhead = regions * FORK_JOIN_SECONDS
     rate = None
     copies = 0.0
     if r.family == "register-blocked contraction":
@@ -526,11 +553,14 @@ def _estimated(r: Recipe, schedule, args, target, kernel: Kernel, skewed=None) -
             ext = {lp.name: (lp.extent or 1024) for lp in kernel.loops}
             copies = 2.0 * math.prod(ext[x] for x in kernel.names if c.b.uses(x)) * c.b.itemsize
     if rate is not None:
-        return Candidate(r, contraction_estimate(r.params, kernel, target, rate, copies, par_trip))
-    if "ops_per_cycle" in r.params:
-        return Candidate(r, unit_estimate(r.params, kernel, par_trip))
-    est = estimate(k2, target, vector_loop=handles[r.vectorize].name if r.vectorize else None,
-                   lanes=lanes if r.vectorize else 1, register_rate=rate, threads=r.threads,
-                   parallel_trip=par_trip, copies_bytes=copies, real_points=kernel.points(),
-                   blocked=rate is not None)
+        est = contraction_estimate(r.params, kernel, target, rate, copies, par_trip)
+    elif "ops_per_cycle" in r.params:
+        est = unit_estimate(r.params, kernel, par_trip)
+    else:
+        est = estimate(k2, target, vector_loop=handles[r.vectorize].name if r.vectorize else None,
+                       lanes=lanes if r.vectorize else 1, threads=r.threads, parallel_trip=par_trip,
+                       real_points=kernel.points(), slowdown=1 / SKEWED_RATE if r.skews else 1.0)
+    if overhead:
+        est = Estimate(est.seconds + overhead, est.bound,
+                       est.detail + f", {regions} parallel region(s) {overhead * 1e3:.3g} ms")
     return Candidate(r, est)

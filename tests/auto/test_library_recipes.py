@@ -67,7 +67,8 @@ def bf16_close(c, x, y):
 @pytest.mark.parametrize("dtype,cpu,instruction,threads", [("int8", VNNI_CPU, "accpy_dpbusd(", 1),
                                                             ("bf16", BF16_CPU, "accpy_dpbf16ps(", 2)])
 def test_a_dot_product_contraction_is_chosen_where_the_target_has_the_instruction(dtype, cpu, instruction, threads):
-    nest, args = matmul_nest(40, 70, 64, dtype)
+    # large enough that a second thread pays for entering a parallel loop (the model counts it)
+    nest, args = matmul_nest(400, 700, 640, dtype)
     plan = acc.autoschedule(nest, args, target=acc.Target(cpu), measure=False, threads=threads)
     assert family(plan) == "dot-product contraction"
     text = plan.explain()
