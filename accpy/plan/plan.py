@@ -5,7 +5,7 @@ from ..analysis.dependence import check_parallel, check_vector
 from ..analysis.logic_check import accesses_of
 from ..errors import ScheduleError
 from ..ir.expr import as_int
-from ..ir.kinds import MAX_UNROLLED_COPIES, LoopKind
+from ..ir.kinds import MAX_UNROLLED_COPIES
 from ..nest.array import Array, Role
 from ..nest.logic import Index
 from ..nest.parameters import has_parameter
