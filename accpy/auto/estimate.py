@@ -6,9 +6,10 @@ cut at the outermost position whose inner loops' footprint (the distinct cache l
 touch there, from the subscripts' ranges) fits in that level; each access then moves its footprint
 into the level once per iteration of the outer loops it moves with (the loops it does not move
 with, right outside the cut, reuse it). Time is the largest of: the arithmetic at the rate the
-innermost loops allow (vector lanes when vectorized; a register-blocked kernel's rate from its
-multiply-adds per load), and each level's traffic at that level's bandwidth. Threads divide the
-work of a parallel loop (and the private levels' traffic); memory bandwidth grows less.
+innermost loops allow (vector lanes when vectorized, bounded by the loads per operation), and each
+level's traffic at that level's bandwidth. Threads divide the work of a parallel loop (and the
+private levels' traffic); memory bandwidth grows less. (A register-blocked contraction and a
+library's recipe have estimates of their own, in model.py.)
 
 The numbers are per core and per cycle, conservative x86 server figures (they rank candidates; the
 measured search corrects them): 2 vector FMA units, loads of 2 vectors and L2 at 32 bytes per
@@ -141,26 +142,20 @@ def _traffic(kernel: Kernel, capacity: int, line: int) -> float:
 
 
 def estimate(kernel: Kernel, target, *, vector_loop: Optional[str] = None, lanes: int = 1,
-             register_rate: Optional[float] = None, threads: int = 1, parallel_trip: int = 1,
-             copies_bytes: float = 0.0, real_points: Optional[int] = None, blocked: bool = False,
-             slowdown: float = 1.0) -> Estimate:
+             threads: int = 1, parallel_trip: int = 1, copies_bytes: float = 0.0,
+             real_points: Optional[int] = None, slowdown: float = 1.0) -> Estimate:
     """Seconds per call of `kernel`'s loops as scheduled (see the module docstring).
 
-    vector_loop / lanes: the vectorized loop and its lanes (1: scalar code); register_rate: for a
-    register-blocked kernel, the fraction of the vector FMA peak its inner loop runs at;
-    threads / parallel_trip: threads used and the parallel loop's trip count (its balance);
-    copies_bytes: bytes the plan's caches copy per call (packing); real_points: the iterations that
-    are not padding (splits that do not divide add empty ones to the box: the traffic is scaled);
-    blocked: the loops are blocked for L1 and L2 by construction (a register-blocked kernel streams
-    its panels from L2 while it computes): only the arithmetic, the copies and memory count;
-    slowdown: a factor on the arithmetic for code the model knows to run slower (skewed tiles)."""
+    vector_loop / lanes: the vectorized loop and its lanes (1: scalar code); threads /
+    parallel_trip: threads used and the parallel loop's trip count (its balance); copies_bytes:
+    bytes the plan's caches copy per call; real_points: the iterations that are not padding
+    (splits that do not divide add empty ones to the box: the traffic is scaled); slowdown: a
+    factor on the arithmetic for code the model knows to run slower (skewed tiles)."""
     points = kernel.points() or 256 ** len(kernel.loops)
     real = real_points or points
     scale = real / points
     ops = real * kernel.ops_per_point
-    if register_rate is not None:
-        per_cycle = 2 * 2 * lanes * register_rate  # 2 FMA units x (mul + add) x lanes
-    elif vector_loop is not None:
+    if vector_loop is not None:
         loads = max(1, sum(1 for r in kernel.refs if r.uses(vector_loop)))
         per_cycle = min(2 * lanes, 2.0 * lanes * kernel.ops_per_point / loads)
     else:
@@ -171,9 +166,9 @@ def estimate(kernel: Kernel, target, *, vector_loop: Optional[str] = None, lanes
     caps = list(target.cache_bytes) or [32768, 524288]
     line = (target.cache_lines or (64,))[0]
     terms = {"compute": compute}
-    for lvl, cap in enumerate(caps[:3] if not blocked else ()):
+    for lvl, cap in enumerate(caps[:3]):
         bytes_in = _traffic(kernel, cap, line) * scale
-        terms[f"L{lvl + 1}" if lvl else "L1"] = bytes_in / _BW[min(lvl + 1, 2)] / (used if lvl < 2 else 1)
+        terms[f"L{lvl + 1}"] = bytes_in / _BW[min(lvl + 1, 2)] / (used if lvl < 2 else 1)
     mem = _traffic(kernel, caps[-1], line) * scale + copies_bytes
     terms["memory"] = mem / _MEM_BW[2 if used > 1 else 1]
     terms["copies"] = copies_bytes / _BW[1]

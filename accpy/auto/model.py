@@ -1,6 +1,7 @@
 """The cost model: candidate recipes for a kernel on a target, each with its estimate.
 
-Two families, each general (no kernel is named):
+The families, each general (no kernel is named), plus the recipes the target's libraries propose
+(library_recipes.py: dot products, tensor units) and the nest's own order (the baseline):
 
 * **register-blocked contraction** (`kernel.Contraction`: matmuls, batched and transposed ones,
   convolutions): the five-loop blocking of fast GEMMs. An MR x NR tile of the output lives in
@@ -16,10 +17,15 @@ Two families, each general (no kernel is named):
 * **ordered loops** (everything else: matrix-vector products, stencils, element-wise nests): the
   loops of each permutable band (bands.py) ordered by memory cost (the loop whose iterations move
   the fewest cache lines innermost), the innermost loop vectorized where its lanes are
-  independent and it walks memory with unit stride, the outermost coincident loop parallel.
+  independent and it walks memory with unit stride (a reduction's loop vectorized whole), the
+  outermost coincident loop parallel.
+* **tiled bands**: tiles of the outermost permutable band of two or more loops; on a band that a
+  skew made permutable (a stencil's time loop), time tiles.
 
-Every recipe is estimated (estimate.py) on its own transformed schedule; those the checks refuse
-are kept with the reason (explain shows them).
+With threads, every parallel recipe also comes without its parallel loop, and entering a parallel
+loop costs `FORK_JOIN_SECONDS`. Every recipe is estimated on its own transformed schedule
+(estimate.py; contractions and library recipes by their own rates); those the checks refuse are
+kept with the reason (explain counts them).
 """
 from __future__ import annotations
 
