@@ -27,6 +27,7 @@ LAYERS = {
 }
 LAYERS["testing"] = LAYERS["package"] | {"package"}
 LAYERS["tune"] = LAYERS["testing"] | {"testing"}
+LAYERS["auto"] = LAYERS["tune"] | {"tune"}
 LEAVES = {"accpy.errors", "accpy.paths", "accpy._binder", "accpy.version"}
 
 # Accera's facade methods import upward, inside the method (README, "Architecture"):
@@ -43,7 +44,7 @@ FACADES = {
     ("accpy.targets.gpu.cuda", "cuda_source", "accpy.package.launch"),  # cuda_source(plan, args): a .cu's text
 }
 
-NEUTRAL = ("lower", "codegen", "plan", "package", "ir", "testing", "tune")
+NEUTRAL = ("lower", "codegen", "plan", "package", "ir", "testing", "tune", "auto")
 # words of a target, compared with whole words of names and strings (split at "_", at other
 # characters that are not letters or digits, and at camelCase): "sse" is not in "assert", nor
 # "sve" in "solve". A word also matches with a version or width attached ("avx512", "sse4",
