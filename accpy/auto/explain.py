@@ -48,6 +48,8 @@ class Report:
             decided = "model"
         elif got is not None:
             decided = "measurement"
+        elif not measured:
+            decided = "model (no two candidates fit the measuring budget)"
         else:
             decided = "model (no candidate could be measured)"
         analysis = [x for x in (bands.describe() if bands is not None else []) if not x.rstrip().endswith(": none")]

@@ -4,10 +4,12 @@
     plan = acc.autoschedule(nest, args=(A, B, C), measure=False)  # the model alone: fast, deterministic
     print(plan.explain())
 
-With `measure=True` the model's best candidates (as many as the budget allows, at most
-`MAX_MEASURED`) are measured with `acc.tune` on `executor` (any `concurrent.futures` executor or a
-Dask client; default local processes), each checked against the nest's default order first; the
-fastest wins. With `measure=False` the model's best estimate wins. Either way the choice is kept
+With `measure=True` the nest's own order and the model's best candidates (as many as `budget_s`
+allows by their estimated cost, at most `MAX_MEASURED`: `affordable`) are measured with
+`acc.tune` on `executor` (any `concurrent.futures` executor or a Dask client; default local
+processes), each checked against the nest's default order first; the fastest wins (when the
+budget allows no two, the model decides, and `explain()` says so). With `measure=False` the
+model's best estimate wins. Either way the choice is kept
 in the build cache (`<cache>/autoschedule/<key>.json`, key: the schedule's text, its arrays'
 shapes, types and strides, the target, the threads, the mode and accpy's version), so a second
 call makes the same plan at once, without measuring.
@@ -27,6 +29,7 @@ from ..nest.nest import Nest
 from ..paths import cache_dir
 from ..schedule.schedule import Schedule
 from ..targets import Target
+from ..tune import tune
 from ..version import __version__
 from .bands import find_bands
 from .explain import Report
@@ -35,7 +38,8 @@ from .recipe import CacheStep, Recipe, copy_of
 
 MAX_MEASURED = 6
 MODEL_SECONDS = 1.2  # the model stops estimating more candidates after this (with measure=False)
-_SECONDS_PER_CANDIDATE = 6.0  # a build, a check and a few samples, for sizing the search
+BUILD_SECONDS = 3.0  # building one candidate for measurement (checks, gcc -O3, loading), as seen here
+REPEATS = 3  # samples per measured candidate (their median is compared)
 
 
 def autoschedule(source, args, target=None, budget_s: float = 60.0, measure: bool = True, executor=None,
@@ -125,22 +129,37 @@ def _bands(schedule) -> tuple:
 
 # -- measurement ---------------------------------------------------------------------------------------
 
-def _measure(schedule, args, target, usable: list, budget: float, executor, skewed=None) -> dict:
-    """{recipe key: {"seconds": median or None, "status": ...}} of the best few candidates."""
-    from ..tune import tune
-
-    n = max(1, min(MAX_MEASURED, len(usable), int(max(budget, 0) // _SECONDS_PER_CANDIDATE)))
-    chosen = usable[:n]
+def affordable(usable: list, budget: float) -> list:
+    """The candidates worth measuring within `budget` seconds: the nest's own order first (the
+    baseline: a measured choice is then never slower than it), then the best estimates, while the
+    sum of their expected costs -- a build (`BUILD_SECONDS`) and a check, a warm-up call and
+    `REPEATS` samples at the model's estimate, after one call of the reference (the default
+    order) -- stays within 80% of the budget; at most `MAX_MEASURED`. Fewer than two: nothing to
+    compare (the model decides)."""
     default = next((c for c in usable if c.recipe.family == "default order"), None)
-    if default is not None and default not in chosen:
-        chosen = chosen[:max(1, n - 1)] + [default]  # the baseline: a measured choice is never slower
+    cost = lambda c: BUILD_SECONDS + (2 + REPEATS) * min(c.seconds, 60.0)  # noqa: E731
+    spent = min(default.seconds, 60.0) if default is not None else 0.0  # the reference's call
+    chosen = []
+    for c in ([default] if default is not None else []) + [c for c in usable if c is not default]:
+        if len(chosen) < MAX_MEASURED and spent + cost(c) <= 0.8 * budget:
+            chosen.append(c)
+            spent += cost(c)
+    return chosen if len(chosen) >= 2 else []
+
+
+def _measure(schedule, args, target, usable: list, budget: float, executor, skewed=None) -> dict:
+    """{recipe key: {"seconds": median or None, "status": ...}} of the candidates `affordable`
+    picks within `budget` (empty: none measured)."""
+    chosen = affordable(usable, budget)
+    if not chosen:
+        return {}
     recipes = {str(k): c.recipe for k, c in enumerate(chosen)}
 
     def variant(candidate: str):
         return recipes[candidate].apply(schedule, args, target, skewed=skewed), args
 
-    per = max(1.0, budget / max(1, n))
-    r = tune(variant, grid=[{"candidate": k} for k in recipes], executor=executor, repeats=5,
+    per = max(1.0, budget / len(chosen))
+    r = tune(variant, grid=[{"candidate": k} for k in recipes], executor=executor, repeats=REPEATS,
              timeout=per, build_timeout=max(per, 30.0), progress=False, label="autoschedule")
     out = {}
     for v in r.variants:

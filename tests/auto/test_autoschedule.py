@@ -147,14 +147,21 @@ def test_result_cache_makes_a_second_call_instant():
     assert t2 - t1 < (t1 - t0) and t2 - t1 < 0.5
 
 
-def test_model_alone_is_fast_at_full_size():
-    """measure=False decides in under 2 s per kernel at the benchmark's sizes (no build)."""
-    for name in ("sgemm_1000", "conv3x3", "jacobi-2d", "atax"):
-        k = auto_suite.kernel(name)
-        t0 = time.perf_counter()
-        for obj, args in k.stages():
-            acc.autoschedule(obj, args, measure=False, threads=2)
-        assert time.perf_counter() - t0 < 2.0 * max(1, len(k.stages())) / 2 + 2.0, name
+def test_model_alone_is_fast_at_full_size(tmp_path, monkeypatch):
+    """measure=False decides in under 2 s per kernel at the benchmark's sizes (no build); the
+    better of two tries, each with an empty result cache (a shared machine's hiccups aside)."""
+    for name in ("sgemm_1000", "conv3x3", "jacobi-2d", "heat-3d", "atax"):
+        took = []
+        for attempt in range(2):
+            monkeypatch.setenv("ACCPY_CACHE_DIR", str(tmp_path / f"{name}-{attempt}"))
+            k = auto_suite.kernel(name)
+            t0 = time.perf_counter()
+            for obj, args in k.stages():
+                acc.autoschedule(obj, args, measure=False, threads=2)
+            took.append(time.perf_counter() - t0)
+            if took[-1] < 2.0:
+                break
+        assert min(took) < 2.0, (name, took)
 
 
 @pytest.mark.slow
