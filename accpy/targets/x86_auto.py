@@ -17,8 +17,6 @@ Nothing here names a CPU: the instruction, its group and the lanes come from the
 """
 from __future__ import annotations
 
-from typing import Optional
-
 # the register tile: 6 rows x 4 vectors (24 accumulators); measured faster than 8 x 48 and 4 x 96
 # columns on AVX-512 VNNI (samples/int8_matmul.py)
 TILE_ROWS, TILE_VECTORS = 6, 4

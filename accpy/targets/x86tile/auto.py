@@ -20,7 +20,6 @@ the unit's peak (`ops_per_cycle`: a tile operation every `CYCLES_PER_TILE_OP` cy
 from __future__ import annotations
 
 from ..x86_auto import part
-from . import machine as mc
 from .intrinsics import SPACE
 from .tiles import BF16_TILE, INT8
 
