@@ -94,6 +94,21 @@ class Kernel:
     def loop(self, name: str) -> Loop:
         return next(lp for lp in self.loops if lp.name == name)
 
+    def namer(self):
+        """A function giving names for the loops a recipe's splits make: the loop's name with its
+        last letter repeated (j -> jj -> jjj, as hand schedules write them), never one the
+        schedule has or the function gave before."""
+        taken = set(self.names)
+
+        def fresh(base: str) -> str:
+            name = base + base[-1]
+            while name in taken:
+                name += base[-1]
+            taken.add(name)
+            return name
+
+        return fresh
+
     def points(self) -> Optional[int]:
         """Iterations of the whole space (None: a runtime size)."""
         n = 1

@@ -157,7 +157,7 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
     c = kernel.contraction
     pack = b["pack"] if pack is None else pack
     splits, why = [], []
-    fresh = _namer(kernel)
+    fresh = kernel.namer()
     origin = {}
 
     def split(loop, size, of):
@@ -219,21 +219,6 @@ def contraction_recipe(kernel: Kernel, threads: int, b: dict, pack: Optional[boo
     return Recipe("register-blocked contraction", splits=tuple(splits), order=tuple(order), caches=tuple(caches),
                   prefetch=tuple(prefetch), unroll=tuple(unroll), vectorize=n_vec, parallel=par, threads=threads,
                   why=tuple(why), params=params)
-
-
-def _namer(kernel: Kernel):
-    """Names for the loops a recipe's splits make: the loop's name with its last letter repeated
-    (j -> jj -> jjj, as hand schedules write them), never one the schedule already has."""
-    taken = set(kernel.names)
-
-    def fresh(base: str) -> str:
-        name = base + base[-1]
-        while name in taken:
-            name += base[-1]
-        taken.add(name)
-        return name
-
-    return fresh
 
 
 def contraction_candidates(kernel: Kernel, target, threads: int) -> list:
@@ -354,7 +339,7 @@ def memory_cost(kernel: Kernel, name: str, line: int = 64) -> float:
     return cost
 
 
-def ordered_candidates(kernel: Kernel, schedule, target, threads: int, bands) -> list:
+def ordered_candidates(kernel: Kernel, target, threads: int, bands) -> list:
     """Recipes of the ordered family: loop orders within the bands by memory cost, the innermost loop
     vectorized where it can be (and, in case the checks refuse it, not), the outermost coincident
     loop parallel."""
@@ -420,7 +405,7 @@ def _ordered_recipe(kernel: Kernel, order: list, target, threads: int, bands, ve
             vec = inner  # the whole loop: its vector accumulators live across all of it
             why.append(f"{inner} innermost (unit stride), a reduction vectorized whole ({lanes} lanes)")
         else:
-            vec = _namer(kernel)(inner)
+            vec = kernel.namer()(inner)
             splits.append((inner, 2 * lanes, vec))
             new_order.append(vec)
             why.append(f"{inner} innermost (unit stride), vectorized 2 x {lanes} lanes")
@@ -461,7 +446,7 @@ def tiled_candidates(kernel: Kernel, target, threads: int, bands, skewed: bool) 
     coincident = {ix.name for ix in bands.coincident}
     out = []
     for T, TI in ((16, 64), (32, 128), (8, 256), (32, 0)):
-        fresh = _namer(kernel)
+        fresh = kernel.namer()
         splits, points, why = [], [], []
         for n in members:
             size = T if n != inner else TI
@@ -511,7 +496,7 @@ def candidates(schedule, args, target, threads: int, bands=None, skewed_bands=No
     recipes += library_recipes(kernel, target, threads)
     if kernel.contraction is not None and kernel.parts == 1:
         recipes += contraction_candidates(kernel, target, threads)
-    recipes += ordered_candidates(kernel, schedule, target, threads, bands)
+    recipes += ordered_candidates(kernel, target, threads, bands)
     if kernel.contraction is None:
         recipes += tiled_candidates(kernel, target, threads, bands, skewed=False)
     recipes.append(Recipe("default order", why=("the nest's own order, as written (the baseline every search "

@@ -63,20 +63,6 @@ def dot_product_for(kernel, target):
     return None
 
 
-def _namer(kernel):
-    """Fresh loop names: the loop's name with its last letter repeated, never one already taken."""
-    taken = set(kernel.names)
-
-    def fresh(base: str) -> str:
-        name = base + base[-1]
-        while name in taken:
-            name += base[-1]
-        taken.add(name)
-        return name
-
-    return fresh
-
-
 def dot_recipes(kernel, target, threads: int) -> list:
     """The dot-product recipe of `kernel` on `target` (module docstring) as a one-element list of
     dicts, or [] where no dot product of the target computes it, a loop's extent is not known, or
@@ -102,7 +88,7 @@ def _dot_recipe(kernel, p, b: dict, threads: int, lanes: int, sizes: tuple) -> d
     c = kernel.contraction
     N, M, K = sizes
     n, m, kl = c.n, c.m[-1], c.k[-1]
-    fresh = _namer(kernel)
+    fresh = kernel.namer()
     splits = []
 
     def split(loop, size):
