@@ -37,7 +37,7 @@ import argparse
 import sys
 import time
 
-from sample_support import OUTPUT_HELP, interleaved_medians, output_dir  # first: numpy's BLAS on one thread
+from sample_support import OUTPUT_HELP, interleaved_medians, output_dir, outputs_match  # first: numpy's BLAS on one thread
 
 import numpy as np  # noqa: E402
 
@@ -160,14 +160,8 @@ def main(argv=None):
     wt = rng.standard_normal((3, 3, C, K), dtype=np.float32)
     out0 = rng.standard_normal((H, W, K), dtype=np.float32)
     want = out0.astype(np.float64) + conv2d_reference(inp, wt)
-    for name in ("conv3x3", "conv3x3_auto"):
-        out = out0.copy()
-        getattr(lib, name)(inp, wt, out)
-        err = np.abs(out - want).max() / max(np.abs(want).max(), 1.0)
-        print(f"{name}: max relative error vs numpy (float64): {err:.2e}")
-        if not err < 1e-3:
-            print("MISMATCH")
-            return 1
+    if not outputs_match(lib, ("conv3x3", "conv3x3_auto"), (inp, wt), out0, want, 1e-3, "numpy (float64)"):
+        return 1
     out = out0.copy()
     med = interleaved_medians({"hand": lambda: lib.conv3x3(inp, wt, out),
                                "auto": lambda: lib.conv3x3_auto(inp, wt, out)}, 21)

@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # first: numpy only checks results here, its BLAS on one thread (no idle BLAS thread next to the kernel)
-from sample_support import OUTPUT_HELP, interleaved_medians, output_dir  # noqa: E402
+from sample_support import OUTPUT_HELP, interleaved_medians, output_dir, outputs_match  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -122,14 +122,8 @@ def main(argv=None):
     b = rng.standard_normal((K, N), dtype=np.float32)
     c0 = rng.standard_normal((M, N), dtype=np.float32)
     want = c0 + a @ b
-    for name in ("sgemm", "sgemm_auto"):
-        c = c0.copy()
-        getattr(lib, name)(a, b, c)
-        err = np.abs(c - want).max() / max(np.abs(want).max(), 1.0)
-        print(f"{name}: max relative error vs numpy: {err:.2e}")
-        if not err < 1e-4:
-            print("MISMATCH")
-            return 1
+    if not outputs_match(lib, ("sgemm", "sgemm_auto"), (a, b), c0, want, 1e-4):
+        return 1
     c = c0.copy()
     med = interleaved_medians({"hand": lambda: lib.sgemm(a, b, c), "auto": lambda: lib.sgemm_auto(a, b, c)}, 7)
     gf = {k: 2 * M * N * K / v / 1e9 for k, v in med.items()}

@@ -106,6 +106,23 @@ def median_seconds(fn, repeat: int = 7) -> float:
     return times[len(times) // 2]
 
 
+def outputs_match(lib, names, inputs, out0, want, tol: float, against: str = "numpy") -> bool:
+    """Call each function `names` of `lib` on `inputs` and a fresh copy of `out0` (its last argument,
+    updated in place), print its largest error relative to `want`, and say whether every one is
+    within `tol` (printing MISMATCH at the first that is not)."""
+    import numpy as np  # here: this module sets numpy's BLAS threads before numpy loads
+
+    for name in names:
+        out = out0.copy()
+        getattr(lib, name)(*inputs, out)
+        err = np.abs(out - want).max() / max(np.abs(want).max(), 1.0)
+        print(f"{name}: max relative error vs {against}: {err:.2e}")
+        if not err < tol:
+            print("MISMATCH")
+            return False
+    return True
+
+
 def interleaved_medians(contenders: dict, repeat: int = 7) -> dict:
     """{name: median seconds} of each callable of `contenders`, the calls taking turns, so that
     drift in the machine's speed (other tenants, clocks) hits them alike."""
